@@ -1,0 +1,57 @@
+"""Every notebook is committed from one clean top-to-bottom run and is part of the course map."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from minillm.notebook import REPO_URL
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _code_cells(path: Path) -> list[dict]:
+    cells = json.loads(path.read_text())["cells"]
+    return [c for c in cells if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+
+
+def _expects_error(cell: dict) -> bool:
+    source = "".join(cell["source"])
+    return "NBVAL_RAISES_EXCEPTION" in source or "raises-exception" in cell.get("metadata", {}).get("tags", [])
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS and NOTEBOOKS[0].name == "00_start_here.ipynb"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_was_run_top_to_bottom_once(path: Path) -> None:
+    counts = [c.get("execution_count") for c in _code_cells(path)]
+    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: re-run it on a fresh kernel"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_holds_no_unexpected_error(path: Path) -> None:
+    for cell in _code_cells(path):
+        if _expects_error(cell):
+            continue
+        kinds = [o.get("output_type") for o in cell.get("outputs", [])]
+        assert "error" not in kinds, f"{path.name}: error output in cell {cell.get('execution_count')}"
+        stderr = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stderr")
+        assert "Traceback" not in stderr, f"{path.name}: traceback in cell {cell.get('execution_count')}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_listed_in_the_readme(path: Path) -> None:
+    assert f"notebooks/{path.name}" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_starts_with_the_setup_cell(path: Path) -> None:
+    first = "".join(_code_cells(path)[0]["source"])
+    assert "from minillm.notebook import setup" in first
+    assert REPO_URL in first, f"{path.name}: the setup cell must clone {REPO_URL}"
+    assert "pip install" in first and "torch" not in first.split("pip install", 1)[1].split("\n")[0]
