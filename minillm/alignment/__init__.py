@@ -1,0 +1,13 @@
+"""Alignment: turning a chat model into one that prefers what people (or a scorer) prefer.
+
+One file per idea, read in this order:
+
+- :mod:`~minillm.alignment.logprobs` — log-probabilities of a response, entropy, masked sums and means;
+- :mod:`~minillm.alignment.kl` — per-token KL estimators (k1, k2, k3) against a frozen reference;
+- :mod:`~minillm.alignment.reward_model` — a transformer with a scalar head, Bradley–Terry loss;
+- :mod:`~minillm.alignment.advantages` — GAE (with a value head) and GRPO group-normalised advantages;
+- :mod:`~minillm.alignment.ppo` — the clipped surrogate, the KL-penalised per-token reward, the RLHF loop;
+- :mod:`~minillm.alignment.dpo` — direct preference optimisation from pairs, no reward model.
+
+Import the submodules explicitly (``from minillm.alignment import dpo``).
+"""
