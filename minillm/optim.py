@@ -1,0 +1,281 @@
+"""Optimisers, gradient clipping and learning-rate schedules, written out so each line can be read.
+
+- :class:`AdamW`: Adam's per-parameter step size (first and second moment estimates with bias
+  correction) plus *decoupled* weight decay: weights shrink by ``lr * weight_decay`` directly instead of
+  through the gradient, so the decay is not rescaled by Adam's normaliser.
+- :class:`SGD`: plain gradient descent and heavy-ball momentum, for comparison.
+- :func:`param_groups`: no weight decay on norms, biases and (optionally) embeddings.
+- :func:`clip_grad_norm`: rescale all gradients together when their global norm exceeds a limit.
+- Schedules (:func:`warmup_cosine`, :func:`warmup_linear`, :func:`warmup_stable_decay`): pure functions
+  of the step, so a resumed run recomputes exactly the same learning rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from functools import partial
+
+import torch
+from torch import nn
+
+# --------------------------------------------------------------------------------------------- optimisers
+
+
+class AdamW(torch.optim.Optimizer):
+    """AdamW (Loshchilov & Hutter) with the same update, in the same order, as ``torch.optim.AdamW``.
+
+    Per parameter ``p`` with gradient ``g`` at step ``t``::
+
+        p   <- p * (1 - lr * weight_decay)                 # decoupled decay
+        m   <- beta1 * m + (1 - beta1) * g                 # first moment
+        v   <- beta2 * v + (1 - beta2) * g * g             # second moment
+        p   <- p - lr / (1 - beta1**t) * m / (sqrt(v / (1 - beta2**t)) + eps)
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
+        if lr < 0:
+            raise ValueError(f"lr must be >= 0, got {lr}")
+        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"betas must lie in [0, 1), got {betas}")
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = state["step"].item()
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                p.mul_(1 - lr * decay)
+                m.lerp_(p.grad, 1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**t)
+                denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+                p.addcdiv_(m, denom, value=-step_size)
+        return loss
+
+
+class SGD(torch.optim.Optimizer):
+    """Stochastic gradient descent, optionally with heavy-ball momentum (as ``torch.optim.SGD``).
+
+    ``buf <- momentum * buf + g`` (``buf = g`` on the first step), then ``p <- p - lr * buf``.
+    ``weight_decay`` here is the classic L2 penalty added to the gradient (``g + weight_decay * p``).
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, momentum: float = 0.0, weight_decay: float = 0.0):
+        if lr < 0:
+            raise ValueError(f"lr must be >= 0, got {lr}")
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if group["weight_decay"]:
+                    g = g.add(p, alpha=group["weight_decay"])
+                if group["momentum"]:
+                    state = self.state[p]
+                    if "momentum_buffer" not in state:
+                        state["momentum_buffer"] = g.clone()
+                    else:
+                        state["momentum_buffer"].mul_(group["momentum"]).add_(g)
+                    g = state["momentum_buffer"]
+                p.add_(g, alpha=-group["lr"])
+        return loss
+
+
+def _is_embedding(module: nn.Module) -> bool:
+    """An embedding table: ``nn.Embedding`` or any module class named ``*Embedding`` with a ``weight``."""
+    is_table = isinstance(module, nn.Embedding) or type(module).__name__.endswith("Embedding")
+    return is_table and isinstance(getattr(module, "weight", None), nn.Parameter)
+
+
+def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool = False) -> list[dict]:
+    """Split parameters into a decayed group and a non-decayed one.
+
+    Weight decay pulls weights towards zero; that regularises matrices, but pulling norm gains and
+    biases (vectors) towards zero only fights the model, so they are never decayed. Embedding tables
+    (token and learned position tables: ``nn.Embedding`` or a module class named ``*Embedding``) are
+    decayed only if ``decay_embeddings``. Shared (tied) parameters appear once, in the group of the
+    first module that owns them.
+    """
+    embedding_ids = {id(m.weight) for m in model.modules() if _is_embedding(m)}
+    decay, no_decay, seen = [], [], set()
+    for p in model.parameters():  # deduplicates tied parameters
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        is_vector = p.dim() < 2
+        is_embedding = id(p) in embedding_ids
+        (no_decay if is_vector or (is_embedding and not decay_embeddings) else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+# --------------------------------------------------------------------------------------------- clipping
+
+
+def clip_grad_norm(parameters: Iterable[torch.Tensor] | torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Scale all gradients by ``min(1, max_norm / (norm + 1e-6))`` where ``norm`` is their global L2 norm.
+
+    Returns the norm before clipping (what training logs as "grad norm"). Parameters without a gradient
+    are ignored. Same result as ``torch.nn.utils.clip_grad_norm_``.
+    """
+    if max_norm <= 0:
+        raise ValueError(f"max_norm must be > 0, got {max_norm}")
+    if torch.is_tensor(parameters):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.detach().mul_(scale.to(g.device, g.dtype))
+    return total
+
+
+def global_grad_norm(parameters: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The global L2 norm of all gradients, without changing them."""
+    grads = [p.grad.detach() for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+# --------------------------------------------------------------------------------------------- schedules
+# All schedules share the warmup: lr(step) = max_lr * (step + 1) / warmup_steps for step < warmup_steps,
+# so the first step already moves (lr(0) = max_lr / warmup_steps) and lr(warmup_steps - 1) = max_lr.
+# After total_steps the learning rate stays at min_lr.
+
+
+def _check(step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float) -> None:
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    if warmup_steps < 0 or total_steps <= 0 or warmup_steps > total_steps:
+        raise ValueError(
+            f"need 0 <= warmup_steps <= total_steps and total_steps > 0, got {warmup_steps}, {total_steps}"
+        )
+    if not 0 <= min_lr <= max_lr:
+        raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
+
+
+def _warmup(step: int, max_lr: float, warmup_steps: int) -> float:
+    return max_lr * (step + 1) / warmup_steps
+
+
+def warmup_cosine(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
+    """Linear warmup, then half a cosine from ``max_lr`` (at ``warmup_steps``) to ``min_lr`` (at ``total_steps``)."""
+    _check(step, max_lr, warmup_steps, total_steps, min_lr)
+    if step < warmup_steps:
+        return _warmup(step, max_lr, warmup_steps)
+    if step >= total_steps or total_steps == warmup_steps:
+        return min_lr if step >= total_steps else max_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def warmup_linear(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
+    """Linear warmup, then a straight line from ``max_lr`` (at ``warmup_steps``) to ``min_lr`` (at ``total_steps``)."""
+    _check(step, max_lr, warmup_steps, total_steps, min_lr)
+    if step < warmup_steps:
+        return _warmup(step, max_lr, warmup_steps)
+    if step >= total_steps:
+        return min_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)
+    return max_lr + (min_lr - max_lr) * progress
+
+
+def warmup_stable_decay(
+    step: int,
+    *,
+    max_lr: float,
+    warmup_steps: int,
+    total_steps: int,
+    decay_steps: int,
+    min_lr: float = 0.0,
+) -> float:
+    """Warmup, a long flat stretch at ``max_lr``, then a linear cool-down over the last ``decay_steps``.
+
+    ``lr = max_lr`` for ``warmup_steps <= step <= total_steps - decay_steps`` and reaches ``min_lr`` at
+    ``total_steps``. Because the flat part does not depend on the run length, a WSD run can be extended
+    and cooled down from any saved checkpoint.
+    """
+    _check(step, max_lr, warmup_steps, total_steps, min_lr)
+    if not 0 <= decay_steps <= total_steps - warmup_steps:
+        raise ValueError(f"decay_steps must lie in [0, total_steps - warmup_steps], got {decay_steps}")
+    if step < warmup_steps:
+        return _warmup(step, max_lr, warmup_steps)
+    if step >= total_steps:
+        return min_lr
+    decay_start = total_steps - decay_steps
+    if step <= decay_start:
+        return max_lr
+    return max_lr + (min_lr - max_lr) * (step - decay_start) / decay_steps
+
+
+def constant(step: int, *, max_lr: float, **_: object) -> float:
+    """The same learning rate at every step (a baseline for the schedules above)."""
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    return max_lr
+
+
+SCHEDULES: dict[str, Callable[..., float]] = {
+    "cosine": warmup_cosine,
+    "linear": warmup_linear,
+    "wsd": warmup_stable_decay,
+    "constant": constant,
+}
+
+
+def make_schedule(name: str, **kwargs: float) -> Callable[[int], float]:
+    """``make_schedule("cosine", max_lr=3e-3, warmup_steps=50, total_steps=1000)`` → ``lr(step)``."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; choose from {sorted(SCHEDULES)}")
+    schedule = partial(SCHEDULES[name], **kwargs)
+    schedule(0)  # validate the arguments now, not at step 0 of a long run
+    return schedule
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
