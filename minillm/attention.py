@@ -1,0 +1,202 @@
+"""Scaled dot-product attention, causal multi-head self-attention and the KV cache.
+
+attention(Q, K, V) = softmax(Q·Kᵀ / √d_head + mask) · V
+
+**Mask convention** (the same as ``torch.nn.functional.scaled_dot_product_attention``): a *boolean* mask
+of shape broadcastable to [..., T_query, T_key] where ``True`` means "this query may attend to this key"
+and ``False`` means "blocked" (its score becomes −inf before the softmax). The causal mask is
+lower-triangular: query i sees keys 0..i. A query row whose keys are all blocked has no distribution;
+it gives nan, so don't build such a mask.
+
+Two paths compute the same thing: ``"manual"`` writes every step out (scores, mask, softmax, weighted
+sum), ``"sdpa"`` calls PyTorch's fused kernel (faster, less memory; the default for training).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minillm.embeddings import RotaryEmbedding
+from minillm.layers import Linear, check_float, softmax
+
+__all__ = [
+    "ATTENTION_IMPLS",
+    "causal_mask",
+    "scaled_dot_product_attention",
+    "LayerKVCache",
+    "CausalSelfAttention",
+]
+
+#: The two attention paths: PyTorch's fused kernel and the written-out reference.
+ATTENTION_IMPLS = ("sdpa", "manual")
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None, device: torch.device | None = None) -> torch.Tensor:
+    """Boolean [num_queries, num_keys] mask, True where query i may see key j.
+
+    Queries are the *last* ``num_queries`` positions of the ``num_keys`` keys (the KV-cache case:
+    cached keys come first), so query i sits at position ``num_keys − num_queries + i`` and sees
+    keys j ≤ that position.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    if num_keys < num_queries:
+        raise ValueError(f"num_keys ({num_keys}) must be ≥ num_queries ({num_queries})")
+    offset = num_keys - num_queries
+    q_pos = torch.arange(num_queries, device=device)[:, None] + offset
+    k_pos = torch.arange(num_keys, device=device)[None, :]
+    return k_pos <= q_pos
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    return_weights: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The written-out attention: q [..., Tq, d], k [..., Tk, d], v [..., Tk, dv] → [..., Tq, dv].
+
+    ``mask`` is boolean (True = may attend; see the module docstring); ``is_causal`` adds the causal
+    mask (aligned so the last query sees every key). With ``return_weights`` also returns the attention
+    weights [..., Tq, Tk] (rows sum to 1), which is what attention maps plot.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_float(t, name)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share the head width, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same number of keys, got {k.shape[-2]} and {v.shape[-2]}")
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
+    allowed = None
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+        allowed = mask
+    if is_causal:
+        causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        allowed = causal if allowed is None else allowed & causal
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    out = weights @ v
+    return (out, weights) if return_weights else out
+
+
+class LayerKVCache:
+    """Keys and values one attention layer has already computed, so decoding a new token costs O(T).
+
+    Preallocated [batch, n_head, max_length, head_dim] buffers; ``append(k, v, start)`` writes the new
+    keys/values at positions start..start+T−1 and returns everything cached so far. The model-level
+    :class:`minillm.model.KVCache` holds one of these per block and the shared position.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        n_head: int,
+        max_length: int,
+        head_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        shape = (batch_size, n_head, max_length, head_dim)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)
+        self.max_length = max_length
+
+    def append(self, k: torch.Tensor, v: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        end = start + k.shape[-2]
+        if end > self.max_length:
+            raise ValueError(f"KV cache holds {self.max_length} positions; cannot write up to position {end}")
+        if k.shape[0] != self.keys.shape[0]:
+            raise ValueError(f"KV cache was made for batch size {self.keys.shape[0]}, got {k.shape[0]}")
+        self.keys[:, :, start:end] = k
+        self.values[:, :, start:end] = v
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention: x [B, T, d_model] → [B, T, d_model].
+
+    Submodules: ``qkv`` (one Linear d_model → 3·d_model whose output is laid out [q | k | v], each
+    split into heads as [n_head, head_dim] in order) and ``proj`` (d_model → d_model, the residual
+    projection). With ``rope`` set, queries and keys are rotated (see :mod:`minillm.embeddings`).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        attn_impl: str = "sdpa",
+        rope: RotaryEmbedding | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(n_head, int) or n_head <= 0 or d_model % n_head:
+            raise ValueError(f"n_head={n_head!r} must be a positive int that divides d_model={d_model}")
+        if attn_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"attn_impl must be one of {ATTENTION_IMPLS}, got {attn_impl!r}")
+        self.d_model, self.n_head, self.head_dim = d_model, n_head, d_model // n_head
+        self.attn_impl = attn_impl
+        self.dropout = dropout
+        self.qkv = Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = Linear(d_model, d_model, bias=bias)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.rope = rope
+
+    def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [B, T, d_model] → q, k, v each [B, n_head, T, head_dim]."""
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).split(self.d_model, dim=-1)
+        return tuple(t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        kv_cache: LayerKVCache | None = None,
+        start_pos: int = 0,
+        return_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Attend causally; ``start_pos`` is the position of x's first token (non-zero with a cache).
+
+        ``return_weights`` (manual path only) also returns the weights [B, n_head, T, T_keys].
+        """
+        check_float(x, "x")
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"expected x of shape [B, T, {self.d_model}], got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        q, k, v = self.split_heads(x)
+        if self.rope is not None:
+            q, k = self.rope(q, start_pos), self.rope(k, start_pos)
+        if kv_cache is not None:
+            k, v = kv_cache.append(k, v, start_pos)
+        elif start_pos != 0:
+            raise ValueError(f"start_pos={start_pos} needs a kv_cache holding the earlier positions")
+        num_keys = k.shape[-2]
+        # Causal structure: no mask for a single new token (it sees everything cached), the fused
+        # is_causal flag when queries and keys coincide, an explicit offset mask otherwise.
+        mask, is_causal = None, False
+        if num_keys == T:
+            is_causal = T > 1
+        elif T > 1:
+            mask = causal_mask(T, num_keys, device=x.device)
+        dropout_p = self.dropout if self.training else 0.0
+        weights = None
+        if self.attn_impl == "sdpa" and not return_weights:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+        else:
+            y, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p, return_weights=True
+            )
+        y = y.transpose(1, 2).contiguous().view(B, T, self.d_model)
+        y = self.resid_dropout(self.proj(y))
+        return (y, weights) if return_weights else y

@@ -1,0 +1,145 @@
+"""Token embeddings and the ways of telling a transformer where each token sits.
+
+Attention on its own treats its input as a *set*: permute the tokens and the outputs are permuted the
+same way. Order has to be injected. Two families:
+
+* **absolute** positions — a vector per position that is *added* to the token vector before the first
+  block: learned (``LearnedPositionalEmbedding``, GPT-2) or fixed sinusoids
+  (``sinusoidal_positions``, "Attention Is All You Need", §3.5);
+* **rotary** positions (RoPE, Su et al. 2021) — queries and keys are *rotated* by an angle proportional
+  to their position inside every attention layer, so the score q·k depends only on the offset between
+  the two positions (``RotaryEmbedding``, ``apply_rope``).
+
+RoPE pairing convention used here: the "half-split" (GPT-NeoX / Hugging Face Llama) layout, where
+coordinate ``i`` of a head is paired with coordinate ``i + head_dim/2`` and the pair is rotated by angle
+``pos · base^(−2i/head_dim)``. (The original paper and Meta's Llama code pair neighbours ``2i, 2i+1``
+instead; the two differ only by a fixed permutation of the q/k projection rows.)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minillm.layers import Embedding, check_float
+
+__all__ = [
+    "TokenEmbedding",
+    "LearnedPositionalEmbedding",
+    "SinusoidalPositionalEmbedding",
+    "sinusoidal_positions",
+    "rope_angles",
+    "apply_rope",
+    "RotaryEmbedding",
+    "POSITION_SCHEMES",
+]
+
+#: Position schemes the model accepts.
+POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "none")
+
+
+class TokenEmbedding(Embedding):
+    """Token id → vector of width ``d_model``: row ``id`` of a [vocab_size, d_model] table."""
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__(vocab_size, d_model)
+
+
+def _check_positions(start: int, length: int, context_length: int) -> None:
+    if not isinstance(start, int) or start < 0:
+        raise ValueError(f"start position must be a non-negative int, got {start!r}")
+    if start + length > context_length:
+        raise ValueError(f"positions {start}..{start + length - 1} exceed the context length {context_length}")
+
+
+def sinusoidal_positions(length: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+    """The original Transformer's fixed encodings, a [length, dim] float32 tensor.
+
+    PE[p, 2i] = sin(p / base^(2i/dim)),  PE[p, 2i+1] = cos(p / base^(2i/dim)). Each pair of columns is a
+    clock at its own frequency, from one turn per 2π positions down to one per 2π·base positions.
+    """
+    if not isinstance(dim, int) or dim <= 0 or dim % 2:
+        raise ValueError(f"sinusoidal positions need a positive even dim, got {dim!r}")
+    if not isinstance(length, int) or length < 0:
+        raise ValueError(f"length must be a non-negative int, got {length!r}")
+    positions = torch.arange(length, dtype=torch.float64)[:, None]
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angles = positions * inv_freq[None, :]
+    pe = torch.empty(length, dim, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe.float()
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trained vector per position (GPT-2's ``wpe``): ``weight`` [context_length, d_model]."""
+
+    def __init__(self, context_length: int, d_model: int) -> None:
+        super().__init__()
+        self.context_length = context_length
+        self.weight = nn.Parameter(torch.empty(context_length, d_model))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+
+    def forward(self, length: int, start: int = 0) -> torch.Tensor:
+        """Vectors for positions start..start+length−1, shape [length, d_model] (add to token vectors)."""
+        _check_positions(start, length, self.context_length)
+        return self.weight[start : start + length]
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """Fixed sinusoidal vectors (no parameters); same call as :class:`LearnedPositionalEmbedding`."""
+
+    def __init__(self, context_length: int, d_model: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.context_length = context_length
+        # Not persistent: it is a pure function of the shape, so checkpoints need not store it.
+        self.register_buffer("table", sinusoidal_positions(context_length, d_model, base), persistent=False)
+
+    def forward(self, length: int, start: int = 0) -> torch.Tensor:
+        _check_positions(start, length, self.context_length)
+        return self.table[start : start + length]
+
+
+def rope_angles(length: int, head_dim: int, base: float = 10000.0, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of RoPE's angles for positions start..start+length−1, each [length, head_dim].
+
+    Angle of position p in pair i is p·base^(−2i/head_dim); the half-split layout repeats the
+    head_dim/2 angles twice so that column i and column i + head_dim/2 share one angle.
+    """
+    if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
+        raise ValueError(f"RoPE needs a positive even head_dim, got {head_dim!r}")
+    positions = torch.arange(start, start + length, dtype=torch.float64)[:, None]
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = positions * inv_freq[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each (x_i, x_{i+h/2}) pair of the last dimension by its angle.
+
+    ``x`` is [..., T, head_dim]; ``cos``/``sin`` are [T, head_dim] from :func:`rope_angles`. In pair
+    form: (a, b) → (a·cosθ − b·sinθ, a·sinθ + b·cosθ).
+    """
+    check_float(x, "x")
+    if x.shape[-2:] != cos.shape:
+        raise ValueError(f"RoPE angles of shape {tuple(cos.shape)} do not match x of shape {tuple(x.shape)}")
+    half = x.shape[-1] // 2
+    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos.to(x.dtype) + rotated_half * sin.to(x.dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Precomputed RoPE tables for one head width; ``forward(x, start)`` rotates x [B, H, T, head_dim]."""
+
+    def __init__(self, head_dim: int, context_length: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.head_dim, self.context_length, self.base = head_dim, context_length, base
+        cos, sin = rope_angles(context_length, head_dim, base)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        length = x.shape[-2]
+        _check_positions(start, length, self.context_length)
+        return apply_rope(x, self.cos[start : start + length], self.sin[start : start + length])

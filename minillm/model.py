@@ -1,0 +1,371 @@
+"""The GPT model: token ids → logits over the next token, configurable from GPT-2 to Llama style.
+
+    ids [B, T] → tok_emb (+ pos_emb) → blocks × n_layer → norm_f → lm_head → logits [B, T, V]
+    block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))        (pre-norm residual blocks)
+
+Switches (:class:`GPTConfig`): ``norm`` layernorm | rmsnorm, ``mlp`` gelu | swiglu, ``pos`` learned |
+sinusoidal | rope | none, ``bias``, ``tie_embeddings``. Presets: "gpt2-style" (LayerNorm, GELU, learned
+positions, biases, tied head) and "llama-style" (RMSNorm, SwiGLU, RoPE, no biases, untied head);
+"gpt2-small" is GPT-2 small's exact shape (124,439,808 parameters).
+
+Incremental decoding: ``cache = model.new_kv_cache(batch_size)``; then ``model(ids, kv_cache=cache)``
+processes ``ids`` as the positions right after those already cached and advances ``cache.length``.
+The logits equal those of a full recompute on the whole sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from minillm.attention import ATTENTION_IMPLS, CausalSelfAttention, LayerKVCache
+from minillm.embeddings import (
+    POSITION_SCHEMES,
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEmbedding,
+    TokenEmbedding,
+)
+from minillm.layers import GeluMLP, Linear, SwiGLU, make_norm
+
+__all__ = ["GPTConfig", "GPT", "Block", "KVCache", "count_parameters", "PRESETS", "sample_next_token"]
+
+_NORMS = ("layernorm", "rmsnorm")
+_MLPS = ("gelu", "swiglu")
+
+#: Architecture presets. Sizes default to the course's small model; override any field.
+PRESETS: dict[str, dict[str, Any]] = {
+    "gpt2-style": dict(norm="layernorm", mlp="gelu", pos="learned", bias=True, tie_embeddings=True),
+    "llama-style": dict(norm="rmsnorm", mlp="swiglu", pos="rope", bias=False, tie_embeddings=False),
+    "gpt2-small": dict(
+        vocab_size=50257,
+        context_length=1024,
+        n_layer=12,
+        n_head=12,
+        d_model=768,
+        norm="layernorm",
+        mlp="gelu",
+        pos="learned",
+        bias=True,
+        tie_embeddings=True,
+    ),  # fmt: skip
+}
+
+
+def default_d_ff(d_model: int, mlp: str) -> int:
+    """4·d_model for GELU; for SwiGLU ⌊8·d_model/3⌋ rounded up to a multiple of 64.
+
+    SwiGLU has three matrices, so 8/3·d_model keeps its parameter count equal to a 4·d_model GELU MLP.
+    Llama rounds to a multiple of 256 (d_model 4096 → 11008); pass ``d_ff`` explicitly to match that.
+    """
+    if mlp == "gelu":
+        return 4 * d_model
+    return 64 * math.ceil(int(8 * d_model / 3) / 64)
+
+
+@dataclass
+class GPTConfig:
+    """Every number and switch that defines a GPT. ``d_ff=None`` is resolved in ``__post_init__``
+    (see :func:`default_d_ff`), so ``config.d_ff`` is always an int after construction."""
+
+    vocab_size: int = 256
+    context_length: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    d_ff: int | None = None
+    norm: str = "layernorm"
+    mlp: str = "gelu"
+    pos: str = "learned"
+    bias: bool = True
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+    attn_impl: str = "sdpa"
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"n_head={self.n_head} does not divide d_model={self.d_model}")
+        for name, allowed in (
+            ("norm", _NORMS),
+            ("mlp", _MLPS),
+            ("pos", POSITION_SCHEMES),
+            ("attn_impl", ATTENTION_IMPLS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.pos == "rope" and self.head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim, got d_model/n_head = {self.head_dim}")
+        if self.pos == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.d_ff is None:
+            self.d_ff = default_d_ff(self.d_model, self.mlp)
+        elif not isinstance(self.d_ff, int) or self.d_ff <= 0:
+            raise ValueError(f"d_ff must be a positive int or None, got {self.d_ff!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> GPTConfig:
+        """A preset ("gpt2-style", "llama-style", "gpt2-small") with any fields overridden."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict of every field (for checkpoints)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GPTConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error rather than silently dropped."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown GPTConfig fields {unknown}")
+        return cls(**data)
+
+
+def count_parameters(config: GPTConfig) -> int:
+    """Closed-form parameter count of ``GPT(config)`` (tied weights counted once)."""
+    d, f, V, L = config.d_model, config.d_ff, config.vocab_size, config.n_layer
+    norm = (2 * d if config.bias else d) if config.norm == "layernorm" else d
+    attn = 4 * d * d + (4 * d if config.bias else 0)  # qkv (d×3d) + proj (d×d)
+    if config.mlp == "gelu":
+        mlp = 2 * d * f + ((f + d) if config.bias else 0)  # fc, proj
+    else:
+        mlp = 3 * d * f + ((2 * f + d) if config.bias else 0)  # gate, up, down
+    positions = config.context_length * d if config.pos == "learned" else 0
+    head = 0 if config.tie_embeddings else V * d
+    return V * d + positions + L * (2 * norm + attn + mlp) + norm + head
+
+
+class Block(nn.Module):
+    """One pre-norm transformer block: ``norm1``, ``attn``, ``norm2``, ``mlp``."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        c = config
+        self.norm1 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
+        rope = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base) if c.pos == "rope" else None
+        self.attn = CausalSelfAttention(c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope)
+        self.norm2 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
+        if c.mlp == "gelu":
+            self.mlp: nn.Module = GeluMLP(c.d_model, c.d_ff, bias=c.bias, dropout=c.dropout)
+        else:
+            self.mlp = SwiGLU(c.d_model, c.d_ff, bias=c.bias, dropout=c.dropout)
+
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache | None = None, start_pos: int = 0) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), kv_cache=kv_cache, start_pos=start_pos)
+        return x + self.mlp(self.norm2(x))
+
+
+class KVCache:
+    """One :class:`LayerKVCache` per block plus ``length``, the number of positions already processed."""
+
+    def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str | None, dtype: torch.dtype):
+        self.layers = [
+            LayerKVCache(batch_size, config.n_head, config.context_length, config.head_dim, device, dtype)
+            for _ in range(config.n_layer)
+        ]
+        self.length = 0
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer language model.
+
+    Submodule names (the tensor-parallel simulation and the Hugging Face export rely on them):
+
+    * ``tok_emb.weight`` [vocab_size, d_model]; ``pos_emb.weight`` [context_length, d_model] for learned
+      positions (``pos_emb`` is a parameter-free module for sinusoidal, ``None`` for rope/none);
+    * ``blocks[i].norm1``, ``blocks[i].attn.qkv`` (output rows laid out [q | k | v], heads in order
+      within each), ``blocks[i].attn.proj``, ``blocks[i].norm2``;
+    * GELU MLP: ``blocks[i].mlp.fc``, ``blocks[i].mlp.proj``; SwiGLU: ``.mlp.gate``, ``.mlp.up``,
+      ``.mlp.down``; RoPE tables (not parameters) in ``blocks[i].attn.rope``;
+    * ``norm_f`` (final norm) and ``lm_head`` (no bias; its weight *is* ``tok_emb.weight`` when tied).
+
+    Linear weights use nn.Linear's [out, in] layout. Init (GPT-2): weights N(0, 0.02²), biases 0, norm
+    gains 1, and the residual projections (``attn.proj``, ``mlp.proj``/``mlp.down``) N(0, (0.02/√(2L))²)
+    so the residual stream's variance does not grow with depth.
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = c = config
+        self.tok_emb = TokenEmbedding(c.vocab_size, c.d_model)
+        if c.pos == "learned":
+            self.pos_emb: nn.Module | None = LearnedPositionalEmbedding(c.context_length, c.d_model)
+        elif c.pos == "sinusoidal":
+            self.pos_emb = SinusoidalPositionalEmbedding(c.context_length, c.d_model)
+        else:
+            self.pos_emb = None
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
+        self.norm_f = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
+        self.lm_head = Linear(c.d_model, c.vocab_size, bias=False)
+        self.reset_parameters()
+        if c.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """GPT-2 initialisation (see the class docstring)."""
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            if name.endswith(("attn.proj.weight", "mlp.proj.weight", "mlp.down.weight")):
+                nn.init.normal_(p, 0.0, residual_std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "norm" in name:
+                nn.init.ones_(p)
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def num_parameters(self) -> int:
+        """Number of distinct parameters (a tied head counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_kv_cache(self, batch_size: int) -> KVCache:
+        """An empty cache for ``batch_size`` sequences, on the model's device and dtype."""
+        p = self.tok_emb.weight
+        return KVCache(self.config, batch_size, p.device, p.dtype)
+
+    def _check_ids(self, idx: torch.Tensor, start: int, check_length: bool = True) -> None:
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"idx must be a LongTensor [B, T], got {type(idx).__name__}")
+        if idx.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"idx must hold integer token ids (torch.long), got dtype {idx.dtype}")
+        if idx.dim() != 2 or idx.shape[1] == 0:
+            raise ValueError(f"idx must have shape [B, T] with T ≥ 1, got {tuple(idx.shape)}")
+        T, limit = idx.shape[1], self.config.context_length
+        if check_length and start + T > limit:
+            where = f" after {start} cached positions" if start else ""
+            raise ValueError(f"sequence of length {T}{where} exceeds the context length {limit}")
+
+    def hidden_states(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
+        """Final-norm hidden states [B, T, d_model] (what reward and value heads read)."""
+        start = kv_cache.length if kv_cache is not None else 0
+        self._check_ids(idx, start)
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(idx.shape[1], start)
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache.layers[i] if kv_cache is not None else None, start)
+        if kv_cache is not None:
+            kv_cache.length = start + idx.shape[1]
+        return self.norm_f(x)
+
+    def forward(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
+        """Logits [B, T, vocab_size]; with ``kv_cache`` idx continues the cached positions."""
+        return self.lm_head(self.hidden_states(idx, kv_cache))
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        crop: bool = False,
+        eos_id: int | None = None,
+    ) -> torch.Tensor:
+        """Sample ``max_new_tokens`` tokens after ``idx`` [B, T]; returns [B, T + new].
+
+        ``temperature`` 0 means greedy. ``top_k`` keeps the k most likely tokens, ``top_p`` the smallest
+        set whose probability reaches p. A seeded ``generator`` makes sampling reproducible. If the
+        prompt plus the new tokens would exceed the context, this raises unless ``crop=True``, which
+        keeps only the last ``context_length`` tokens as context (recomputed each step once past it).
+        With ``eos_id`` a sequence stops at its first eos (later positions are filled with eos) and
+        generation ends early when all have stopped. Runs in eval mode (no dropout), then restores.
+        """
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        limit = self.config.context_length
+        self._check_ids(idx, 0, check_length=False)
+        if not crop and idx.shape[1] > limit:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} tokens is longer than the context length {limit}; "
+                f"pass crop=True to keep only its last {limit} tokens"
+            )
+        if not crop and idx.shape[1] + max_new_tokens > limit:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} tokens + max_new_tokens={max_new_tokens} exceeds the context length "
+                f"{limit}; shorten it or pass crop=True to keep only the last {limit} tokens as context"
+            )
+        _check_sampling(temperature, top_k, top_p)
+        was_training = self.training
+        self.eval()
+        try:
+            out = idx
+            cache = self.new_kv_cache(idx.shape[0])
+            logits = self(idx[:, -limit:], kv_cache=cache)[:, -1]
+            finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+            for step in range(max_new_tokens):
+                next_id = sample_next_token(logits, temperature, top_k, top_p, generator)
+                if eos_id is not None:
+                    next_id = torch.where(finished, torch.full_like(next_id, eos_id), next_id)
+                    finished |= next_id == eos_id
+                out = torch.cat([out, next_id[:, None].to(out.dtype)], dim=1)
+                if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
+                    break
+                if cache.length < limit:
+                    logits = self(out[:, -1:], kv_cache=cache)[:, -1]
+                else:  # past the context: positions shift, so the cache is useless; recompute the window
+                    logits = self(out[:, -limit:])[:, -1]
+            return out
+        finally:
+            self.train(was_training)
+
+
+def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"temperature must be a number ≥ 0, got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One token id per row of ``logits`` [B, V]: greedy at temperature 0, else a filtered sample."""
+    _check_sampling(temperature, top_k, top_p)
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens ranked above it already reach top_p (the first always stays).
+        drop_sorted = probs.cumsum(dim=-1) - probs >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
