@@ -1,0 +1,302 @@
+"""Supervised fine-tuning (SFT): teach a text completer the chat format, with the loss on responses only.
+
+A pretrained model continues text. To make it answer, we show it conversations written in a fixed
+format with special tokens::
+
+    <|endoftext|><|system|>…<|end|><|user|>…<|end|><|assistant|>…<|end|>
+
+and train with the ordinary next-token loss — but only on the assistant's tokens (its content and the
+closing ``<|end|>``, so it learns to stop). The prompt still conditions every prediction; it just is not a
+target: we want the model to learn to answer, not to imitate users.
+
+Normalisation is a choice, made explicit by :func:`sft_loss`: ``"token"`` averages over every response
+token in the batch (long answers weigh more, the usual default), ``"sequence"`` averages within each
+example first (every example weighs the same). Either way padding adds nothing: pad tokens sit after
+the real ones (right padding), a causal model never looks ahead, and their mask is 0.
+
+The learning rate matters: SFT moves the weights towards a narrow task, and too large a step erases what
+pretraining taught (catastrophic forgetting) — see :func:`lm_validation_loss` and notebook 09.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+__all__ = [
+    "ENDOFTEXT",
+    "SYSTEM",
+    "USER",
+    "ASSISTANT",
+    "END",
+    "CHAT_SPECIAL_TOKENS",
+    "ChatTokens",
+    "SFTBatch",
+    "special_token_id",
+    "encode_chat",
+    "encode_prompt",
+    "collate",
+    "sft_loss",
+    "train_sft",
+    "generate_responses",
+    "task_success",
+    "lm_validation_loss",
+]
+
+ENDOFTEXT, SYSTEM, USER, ASSISTANT, END = "<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
+CHAT_SPECIAL_TOKENS = (ENDOFTEXT, SYSTEM, USER, ASSISTANT, END)
+_ROLE_MARKERS = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT}
+
+
+@dataclass
+class ChatTokens:
+    """Token ids of one conversation and, for each, 1 if it is a training target (assistant output)."""
+
+    ids: list[int]
+    loss_mask: list[int]
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.loss_mask):
+            raise ValueError(f"{len(self.ids)} ids but {len(self.loss_mask)} mask entries")
+
+
+@dataclass
+class SFTBatch:
+    """Right-padded model inputs, next-token targets and the loss mask, each ``[B, T]``."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+
+    def to(self, device: torch.device | str) -> SFTBatch:
+        return SFTBatch(self.inputs.to(device), self.targets.to(device), self.mask.to(device))
+
+
+def special_token_id(tokenizer, token: str) -> int:
+    """The single id the tokenizer gives a special token (an error if it splits it into pieces)."""
+    ids = tokenizer.encode(token)
+    if len(ids) != 1:
+        raise ValueError(
+            f"the tokenizer encodes {token!r} as {len(ids)} tokens {ids}; it must know the chat special tokens "
+            f"{CHAT_SPECIAL_TOKENS}"
+        )
+    return ids[0]
+
+
+def _check_messages(messages: Sequence[dict]) -> None:
+    if not messages:
+        raise ValueError("a conversation needs at least one message")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in _ROLE_MARKERS:
+            raise ValueError(f"message {i} must be a dict with role in {sorted(_ROLE_MARKERS)}, got {message!r}")
+        if not isinstance(message.get("content"), str):
+            raise TypeError(f"message {i} content must be a str, got {type(message.get('content')).__name__}")
+
+
+def encode_chat(messages: Sequence[dict], tokenizer) -> ChatTokens:
+    """Encode a conversation in the course's chat format, with the loss mask on assistant output.
+
+    Each piece (marker or content) is encoded on its own, so a BPE merge never straddles the border
+    between prompt and response, and a prompt encodes exactly as it will at generation time.
+    """
+    _check_messages(messages)
+    ids: list[int] = [special_token_id(tokenizer, ENDOFTEXT)]
+    mask: list[int] = [0]
+    end_id = special_token_id(tokenizer, END)
+    for message in messages:
+        trained = int(message["role"] == "assistant")
+        content = tokenizer.encode(message["content"])
+        ids += [special_token_id(tokenizer, _ROLE_MARKERS[message["role"]]), *content, end_id]
+        mask += [0] + [trained] * (len(content) + 1)
+    return ChatTokens(ids, mask)
+
+
+def encode_prompt(messages: Sequence[dict] | str, tokenizer) -> list[int]:
+    """The ids that ask the model for the next assistant turn (a str is one user message)."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if any(m.get("role") == "assistant" for m in messages[-1:]):
+        raise ValueError("the prompt's last message is the assistant's; nothing is left to generate")
+    return encode_chat(messages, tokenizer).ids + [special_token_id(tokenizer, ASSISTANT)]
+
+
+def collate(examples: Sequence[ChatTokens], pad_id: int, max_len: int | None = None) -> SFTBatch:
+    """Shift by one (inputs predict the next id) and right-pad to the longest example (mask 0 on padding).
+
+    ``max_len`` truncates inputs to the model's context length.
+    """
+    if not examples:
+        raise ValueError("collate needs at least one example")
+    rows = []
+    for ex in examples:
+        if len(ex.ids) < 2:
+            raise ValueError(f"an example needs at least 2 tokens, got {len(ex.ids)}")
+        inputs, targets, mask = ex.ids[:-1], ex.ids[1:], ex.loss_mask[1:]
+        if max_len is not None:
+            inputs, targets, mask = inputs[:max_len], targets[:max_len], mask[:max_len]
+        rows.append((inputs, targets, mask))
+    width = max(len(r[0]) for r in rows)
+    out = torch.full((3, len(rows), width), pad_id, dtype=torch.long)
+    out[2] = 0
+    for b, (inputs, targets, mask) in enumerate(rows):
+        out[0, b, : len(inputs)] = torch.tensor(inputs)
+        out[1, b, : len(targets)] = torch.tensor(targets)
+        out[2, b, : len(mask)] = torch.tensor(mask)
+    return SFTBatch(out[0], out[1], out[2])
+
+
+def sft_loss(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, normalization: str = "token"
+) -> torch.Tensor:
+    """Cross-entropy on the masked (response) targets.
+
+    ``"token"``: sum over all response tokens of the batch / their count. ``"sequence"``: mean over each
+    example's response tokens, then mean over examples.
+    """
+    if logits.shape[:2] != targets.shape or targets.shape != mask.shape:
+        raise ValueError(
+            f"logits {tuple(logits.shape)}, targets {tuple(targets.shape)} and mask {tuple(mask.shape)} disagree"
+        )
+    per_token = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none").view_as(targets)
+    m = mask.to(per_token.dtype)
+    if normalization == "token":
+        count = m.sum()
+        if count == 0:
+            raise ValueError("the batch has no response token to train on")
+        return (per_token * m).sum() / count
+    if normalization == "sequence":
+        per_row = m.sum(dim=1)
+        if torch.any(per_row == 0):
+            raise ValueError("an example has no response token to train on")
+        return ((per_token * m).sum(dim=1) / per_row).mean()
+    raise ValueError(f"normalization must be 'token' or 'sequence', got {normalization!r}")
+
+
+@dataclass
+class SFTHistory:
+    """Losses logged by :func:`train_sft` (one entry per step)."""
+
+    loss: list[float] = field(default_factory=list)
+
+
+def train_sft(
+    model: nn.Module,
+    examples: Sequence[ChatTokens],
+    pad_id: int,
+    steps: int,
+    lr: float,
+    batch_size: int = 16,
+    weight_decay: float = 0.0,
+    normalization: str = "token",
+    pretrain_batches: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    pretrain_weight: float = 0.0,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+) -> SFTHistory:
+    """Fine-tune ``model`` on chat examples with AdamW (constant LR, grad-norm clipped at 1).
+
+    ``pretrain_batches()`` may return an ``(inputs, targets)`` batch of plain text; its LM loss, weighted
+    by ``pretrain_weight``, is added each step (mixing pretraining data back in against forgetting).
+    A minimal loop: the library's general training loop lives in ``minillm.train``.
+    """
+    if steps < 1 or lr <= 0 or batch_size < 1:
+        raise ValueError(f"need steps ≥ 1, lr > 0, batch_size ≥ 1; got {steps}, {lr}, {batch_size}")
+    device = next(model.parameters()).device
+    context = getattr(getattr(model, "config", None), "context_length", None)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+    history = SFTHistory()
+    model.train()
+    for _ in tqdm(range(steps), disable=not progress, desc="SFT"):
+        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
+        batch = collate([examples[i] for i in picks], pad_id, max_len=context).to(device)
+        loss = sft_loss(model(batch.inputs), batch.targets, batch.mask, normalization)
+        total = loss
+        if pretrain_batches is not None and pretrain_weight > 0:
+            x, y = (t.to(device) for t in pretrain_batches())
+            lm_logits = model(x)
+            total = total + pretrain_weight * F.cross_entropy(lm_logits.flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        history.loss.append(loss.item())
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def generate_responses(
+    model: nn.Module,
+    tokenizer,
+    prompts: Sequence[str | Sequence[dict]],
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> list[str]:
+    """The model's assistant reply to each prompt, decoded up to (not including) ``<|end|>``.
+
+    Prompts of equal token length are generated as one batch (right after the prompt, so no padding
+    is needed); ``temperature`` 0 is greedy.
+    """
+    end_id = special_token_id(tokenizer, END)
+    device = next(model.parameters()).device
+    encoded = [encode_prompt(p, tokenizer) for p in prompts]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, ids in enumerate(encoded):
+        by_length[len(ids)].append(i)
+    replies: list[str] = [""] * len(prompts)
+    for length, members in sorted(by_length.items()):
+        idx = torch.tensor([encoded[i] for i in members], device=device)
+        budget = min(max_new_tokens, model.config.context_length - length)
+        if budget < 1:
+            raise ValueError(f"a prompt of {length} tokens leaves no room in the context")
+        out = model.generate(idx, budget, temperature=temperature, generator=generator, eos_id=end_id)
+        for row, i in enumerate(members):
+            new = out[row, length:].tolist()
+            if end_id in new:
+                new = new[: new.index(end_id)]
+            replies[i] = tokenizer.decode(new)
+    return replies
+
+
+def task_success(
+    model: nn.Module,
+    tokenizer,
+    prompts: Sequence[str],
+    scorer: Callable[[str, str], float],
+    max_new_tokens: int = 64,
+) -> tuple[float, list[str]]:
+    """Mean gold score of the model's greedy replies to ``prompts`` (and the replies themselves)."""
+    replies = generate_responses(model, tokenizer, prompts, max_new_tokens=max_new_tokens)
+    scores = [scorer(p, r) for p, r in zip(prompts, replies, strict=True)]
+    return sum(scores) / len(scores), replies
+
+
+@torch.no_grad()
+def lm_validation_loss(model: nn.Module, token_ids: torch.Tensor, context: int, batch_size: int = 32) -> float:
+    """Mean next-token loss on consecutive non-overlapping windows of a held-out token stream.
+
+    Deterministic (fixed windows), so a before/after difference measures forgetting, not sampling noise.
+    """
+    if token_ids.dim() != 1 or token_ids.numel() < context + 1:
+        raise ValueError(f"need a 1-D token stream longer than context={context}, got {tuple(token_ids.shape)}")
+    n = (token_ids.numel() - 1) // context
+    starts = torch.arange(n) * context
+    offsets = torch.arange(context)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, n, batch_size):
+        s = starts[i : i + batch_size, None] + offsets
+        x, y = token_ids[s].to(device), token_ids[s + 1].to(device)
+        total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
