@@ -1,0 +1,157 @@
+"""Tests for minillm.attention: written-out attention vs PyTorch's SDPA and nn.MultiheadAttention."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from minillm.attention import CausalSelfAttention, LayerKVCache, causal_mask, scaled_dot_product_attention
+from minillm.embeddings import RotaryEmbedding
+
+TOL = {torch.float32: 1e-6, torch.float64: 1e-12, torch.bfloat16: 2e-2}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    tq=st.integers(1, 9),
+    extra_keys=st.integers(0, 6),
+    d=st.sampled_from([1, 4, 8, 16]),
+    masking=st.sampled_from(["none", "causal", "random", "random+causal"]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+    seed=st.integers(0, 2**16),
+)
+def test_written_out_attention_equals_sdpa(batch, heads, tq, extra_keys, d, masking, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    tk = tq + extra_keys
+    q, k, v = (torch.randn(batch, heads, t, d, generator=g).to(dtype) for t in (tq, tk, tk))
+    mask = None
+    if "random" in masking:
+        mask = torch.rand(batch, 1, tq, tk, generator=g) < 0.6
+        # every query keeps the key at its own position (never a fully blocked row, even with causal)
+        mask[..., torch.arange(tq), torch.arange(tq) + extra_keys] = True
+    is_causal = "causal" in masking
+    ref_mask = mask
+    if is_causal:  # SDPA's is_causal aligns top-left; for Tq < Tk pass our bottom-right mask explicitly
+        c = causal_mask(tq, tk)
+        ref_mask = c if mask is None else mask & c
+    got = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask)
+    assert got.shape == (batch, heads, tq, d) and got.dtype == dtype
+    torch.testing.assert_close(got, want, atol=TOL[dtype], rtol=TOL[dtype])
+    # and against float64 math, so the two can't agree on a shared mistake
+    scores = (q.double() @ k.double().transpose(-1, -2)) / d**0.5
+    if ref_mask is not None:
+        scores = scores.masked_fill(~ref_mask, float("-inf"))
+    want64 = torch.softmax(scores, -1) @ v.double()
+    torch.testing.assert_close(got.double(), want64, atol=max(TOL[dtype], 1e-5), rtol=TOL[dtype])
+
+
+def test_causal_mask_is_lower_triangular_and_offset_for_cached_keys():
+    assert torch.equal(causal_mask(4), torch.ones(4, 4, dtype=torch.bool).tril())
+    offset = causal_mask(2, 5)  # the last two of five positions
+    assert offset.tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
+    with pytest.raises(ValueError, match="num_keys"):
+        causal_mask(5, 2)
+
+
+def test_attention_weights_are_a_causal_distribution():
+    q = k = v = torch.randn(1, 2, 6, 4)
+    out, w = scaled_dot_product_attention(q, k, v, is_causal=True, return_weights=True)
+    torch.testing.assert_close(w.sum(-1), torch.ones(1, 2, 6), atol=1e-6, rtol=0)
+    assert torch.all(w.triu(diagonal=1) == 0)
+    torch.testing.assert_close(out[..., 0, :], v[..., 0, :], atol=1e-6, rtol=0)  # first token sees only itself
+
+
+def test_attention_without_positions_is_permutation_equivariant():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 7, 8, generator=g) for _ in range(3))
+    perm = torch.randperm(7, generator=g)
+    out = scaled_dot_product_attention(q, k, v)
+    out_perm = scaled_dot_product_attention(q[..., perm, :], k[..., perm, :], v[..., perm, :])
+    torch.testing.assert_close(out_perm, out[..., perm, :], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("attn_impl", ["sdpa", "manual"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_causal_self_attention_matches_nn_multihead_attention(attn_impl, bias):
+    torch.manual_seed(0)
+    d, h, T = 32, 4, 11
+    ours = CausalSelfAttention(d, h, bias=bias, attn_impl=attn_impl)
+    ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True)
+    with torch.no_grad():  # both store [W_q; W_k; W_v] stacked along the output dimension
+        ref.in_proj_weight.copy_(ours.qkv.weight)
+        ref.out_proj.weight.copy_(ours.proj.weight)
+        if bias:
+            ours.qkv.bias.normal_()
+            ours.proj.bias.normal_()
+            ref.in_proj_bias.copy_(ours.qkv.bias)
+            ref.out_proj.bias.copy_(ours.proj.bias)
+    x = torch.randn(3, T, d)
+    # nn.MultiheadAttention's boolean mask means the opposite of ours: True = *blocked*.
+    want, _ = ref(x, x, x, attn_mask=~causal_mask(T), need_weights=False)
+    torch.testing.assert_close(ours(x), want, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("use_rope", [False, True])
+def test_manual_and_sdpa_modules_agree_and_return_weights(use_rope):
+    torch.manual_seed(1)
+    rope = RotaryEmbedding(8, 16) if use_rope else None
+    a = CausalSelfAttention(32, 4, attn_impl="sdpa", rope=rope)
+    b = CausalSelfAttention(32, 4, attn_impl="manual", rope=rope)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 16, 32)
+    torch.testing.assert_close(a(x), b(x), atol=1e-6, rtol=0)
+    y, w = a(x, return_weights=True)
+    assert w.shape == (2, 4, 16, 16)
+    torch.testing.assert_close(y, a(x), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("attn_impl", ["sdpa", "manual"])
+def test_layer_kv_cache_equals_full_recompute(attn_impl):
+    torch.manual_seed(2)
+    attn = CausalSelfAttention(32, 4, attn_impl=attn_impl, rope=RotaryEmbedding(8, 20))
+    x = torch.randn(2, 20, 32)
+    full = attn(x)
+    cache = LayerKVCache(2, 4, 20, 8)
+    parts, pos = [], 0
+    for size in (5, 1, 1, 9, 4):
+        parts.append(attn(x[:, pos : pos + size], kv_cache=cache, start_pos=pos))
+        pos += size
+    torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="holds 20 positions; cannot write up to position 21"):
+        cache.append(torch.zeros(2, 4, 1, 8), torch.zeros(2, 4, 1, 8), start=20)
+
+
+def test_dropout_only_in_training():
+    torch.manual_seed(3)
+    attn = CausalSelfAttention(16, 2, dropout=0.5, attn_impl="manual")
+    x = torch.randn(1, 6, 16)
+    attn.eval()
+    assert torch.equal(attn(x), attn(x))
+    attn.train()
+    assert not torch.equal(attn(x), attn(x))
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match="n_head=3 must be a positive int that divides d_model=32"):
+        CausalSelfAttention(32, 3)
+    with pytest.raises(ValueError, match="attn_impl"):
+        CausalSelfAttention(32, 4, attn_impl="flash")
+    attn = CausalSelfAttention(32, 4)
+    with pytest.raises(TypeError, match="torch.int64"):
+        attn(torch.zeros(1, 3, 32, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\[B, T, 32\]"):
+        attn(torch.zeros(1, 3, 16))
+    with pytest.raises(ValueError, match="start_pos=2 needs a kv_cache"):
+        attn(torch.zeros(1, 3, 32), start_pos=2)
+    q = torch.zeros(1, 2, 4)
+    with pytest.raises(TypeError, match="boolean"):
+        scaled_dot_product_attention(q, q, q, mask=torch.ones(2, 2))
+    with pytest.raises(ValueError, match="head width"):
+        scaled_dot_product_attention(q, torch.zeros(1, 2, 5), q)
