@@ -1,0 +1,27 @@
+"""Tokenization: text → integer ids and back (notebook 01).
+
+* :class:`BPETokenizer` — byte-level BPE (train, encode, decode, save/load); the course's tokenizer.
+* :class:`WordPieceTokenizer` — BERT's WordPiece, for comparison.
+* :func:`train_bpe_naive` — the readable rescan-per-merge reference trainer.
+* :func:`to_tokenizers` — export to a Hugging Face ``tokenizers.Tokenizer`` giving identical ids.
+"""
+
+from minillm.tokenizer.bpe import (
+    CHAT_SPECIAL_TOKENS,
+    COURSE_SPECIAL_TOKENS,
+    ENDOFTEXT,
+    BPETokenizer,
+)
+from minillm.tokenizer.bpe_naive import train_bpe_naive
+from minillm.tokenizer.pretokenize import GPT2_PATTERN, GPT4_PATTERN, pretokenize
+
+__all__ = [
+    "BPETokenizer",
+    "CHAT_SPECIAL_TOKENS",
+    "COURSE_SPECIAL_TOKENS",
+    "ENDOFTEXT",
+    "GPT2_PATTERN",
+    "GPT4_PATTERN",
+    "pretokenize",
+    "train_bpe_naive",
+]

@@ -1,0 +1,232 @@
+"""Pre-tokenization: cut text into pieces (words, numbers, punctuation runs, spaces) before BPE.
+
+BPE merges only inside a piece, so a token never straddles a word boundary ("dog." never becomes one
+token). The patterns are the GPT-2 regex and a GPT-4-style one. They are written with ``\\p{L}`` (any
+letter), ``\\p{N}`` (any number) and ``\\s`` (Unicode ``White_Space``) as in the originals, and translated
+here for Python's standard ``re``, which lacks ``\\p{..}``: the classes are built from the running
+Python's Unicode database (``unicodedata``), so no third-party regex engine is needed. The same pattern
+strings are handed to `tokenizers` on export, which is how the two are checked against each other.
+
+Differences from the published GPT-4 pattern, none of which changes a split: possessive quantifiers
+are written as plain ones (the classes they guard cannot backtrack into each other), and the
+case-insensitive contractions are spelled with explicit case classes (``[sS]``), because Unicode case
+folding would otherwise let ``ſ`` (long s) or ``K`` (Kelvin sign) match.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+
+#: The GPT-2 split pattern (Radford et al. 2019, `encoder.py`).
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+#: A GPT-4-style pattern (cl100k): case-insensitive contractions, digits in groups of at most three,
+#: punctuation runs that keep their trailing newlines, and newlines split from other whitespace.
+GPT4_PATTERN = (
+    r"""'(?:[sdmtSDMT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+#: Names accepted wherever a pattern is asked for; ``"none"`` (or ``None``) keeps each text whole.
+PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "none": None}
+
+# Unicode White_Space (PropList.txt); stable across Unicode versions. Python's own `\s` differs from it
+# (it also matches U+001C..U+001F), so the class is spelled out.
+_WHITE_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+
+
+def resolve_pattern(pattern: str | None) -> str | None:
+    """Map a pattern name ("gpt2", "gpt4", "none") to its regex; any other string is used as is."""
+    if pattern is None:
+        return None
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a name {sorted(PATTERNS)}, a regex string or None, got {pattern!r}")
+    return PATTERNS.get(pattern, pattern)
+
+
+def _ranges(codepoints: Iterable[int]) -> str:
+    """A regex class body (without brackets) covering the given sorted code points as ranges."""
+    parts: list[str] = []
+    start = prev = None
+    for cp in codepoints:
+        if prev is not None and cp == prev + 1:
+            prev = cp
+            continue
+        if start is not None:
+            parts.append(_range_text(start, prev))
+        start = prev = cp
+    if start is not None:
+        parts.append(_range_text(start, prev))
+    return "".join(parts)
+
+
+def _range_text(lo: int, hi: int) -> str:
+    return f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}"
+
+
+@functools.lru_cache(maxsize=1)
+def _unicode_classes() -> dict[str, str]:
+    """Class bodies for letters (L*) and numbers (N*) from ``unicodedata`` (built once, ~0.3 s)."""
+    letters: list[int] = []
+    numbers: list[int] = []
+    category = unicodedata.category
+    for cp in range(sys.maxunicode + 1):
+        major = category(chr(cp))[0]
+        if major == "L":
+            letters.append(cp)
+        elif major == "N":
+            numbers.append(cp)
+    return {"L": _ranges(letters), "N": _ranges(numbers)}
+
+
+def to_python_regex(pattern: str) -> str:
+    r"""Translate ``\p{L}``, ``\p{N}``, ``\s`` and ``\S`` into classes Python's ``re`` understands."""
+    classes = _unicode_classes()
+    body = {r"\p{L}": classes["L"], r"\p{N}": classes["N"], r"\s": _WHITE_SPACE}
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            for key in (r"\p{L}", r"\p{N}", r"\s"):
+                if pattern.startswith(key, i):
+                    out.append(body[key] if in_class else f"[{body[key]}]")
+                    i += len(key)
+                    break
+            else:
+                if pattern.startswith(r"\S", i) and not in_class:
+                    out.append(f"[^{_WHITE_SPACE}]")
+                elif pattern.startswith(r"\p{", i) or (pattern.startswith(r"\S", i) and in_class):
+                    raise ValueError(f"unsupported escape at {i} in pattern {pattern!r}")
+                else:
+                    out.append(pattern[i : i + 2])
+                i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+            out.append(ch)
+            if pattern.startswith("[^", i):  # keep the negation next to the bracket
+                out.append("^")
+                i += 1
+        elif ch == "]" and in_class:
+            in_class = False
+            out.append(ch)
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=16)
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """The compiled Python regex for a pattern name or string (cached); ``None`` for no splitting."""
+    resolved = resolve_pattern(pattern)
+    if resolved is None:
+        return None
+    try:
+        return re.compile(to_python_regex(resolved))
+    except re.error as err:
+        raise ValueError(f"invalid pre-tokenization pattern {pattern!r}: {err}") from err
+
+
+def pretokenize(text: str, pattern: str | None = "gpt2") -> list[str]:
+    """Split ``text`` into pre-tokens; their concatenation is ``text`` again (for the built-in patterns)."""
+    regex = compile_pattern(pattern)
+    if regex is None:
+        return [text] if text else []
+    return regex.findall(text)
+
+
+def special_regex(special_tokens: Iterable[str]) -> re.Pattern[str] | None:
+    """A regex matching any special token, the longest first where several start at the same place."""
+    ordered = sorted(set(special_tokens), key=lambda s: (-len(s), s))
+    if not ordered:
+        return None
+    return re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def split_on_specials(text: str, specials: re.Pattern[str] | None) -> Iterator[tuple[str, bool]]:
+    """Yield ``(segment, is_special)`` in order; ordinary segments are never empty."""
+    if specials is None:
+        if text:
+            yield text, False
+        return
+    pos = 0
+    for match in specials.finditer(text):
+        if match.start() > pos:
+            yield text[pos : match.start()], False
+        yield match.group(), True
+        pos = match.end()
+    if pos < len(text):
+        yield text[pos:], False
+
+
+# A cut between "letter space" and "letter" (e.g. "cat| dog") leaves every pre-token of the built-in
+# patterns intact: the letter run before it ends at the space, and " dog" starts a piece either way.
+_SAFE_CUT = re.compile(r"(?<=[A-Za-z])(?= [A-Za-z])")
+
+
+def stream_chunks(
+    texts: Iterable[str], chunk_chars: int = 1 << 20, special_tokens: Sequence[str] = ()
+) -> Iterator[str]:
+    """Regroup a stream of strings into chunks of about ``chunk_chars`` cut only where splitting is exact.
+
+    Pre-tokenizing the chunks one by one gives the same pieces as pre-tokenizing the whole stream, so a
+    file can be processed with memory bounded by the chunk size rather than the file size. A cut is
+    placed only between an ASCII letter and " <ASCII letter>", and never inside a special token. If no
+    such place turns up (a stream without spaces), the buffer grows until one does or the stream ends.
+    """
+    if chunk_chars < 1:
+        raise ValueError(f"chunk_chars must be positive, got {chunk_chars}")
+    longest_special = max((len(s) for s in special_tokens), default=0)
+    specials = special_regex(special_tokens)
+    parts: list[str] = []
+    size = 0
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"expected an iterable of str, got an item of type {type(text).__name__}")
+        parts.append(text)
+        size += len(text)
+        if size < chunk_chars:
+            continue
+        buffer = "".join(parts)
+        cut = _find_cut(buffer, specials, longest_special)
+        if cut is None:
+            parts = [buffer]
+            continue
+        yield buffer[:cut]
+        rest = buffer[cut:]
+        parts, size = [rest], len(rest)
+    tail = "".join(parts)
+    if tail:
+        yield tail
+
+
+def _find_cut(buffer: str, specials: re.Pattern[str] | None, longest_special: int) -> int | None:
+    """The last safe cut position in ``buffer`` (see :func:`stream_chunks`), or None."""
+    end = len(buffer)
+    while True:
+        # search backwards in growing windows so a cut near the end is found cheaply
+        window_start = max(0, end - 4096)
+        cuts = [m.start() for m in _SAFE_CUT.finditer(buffer, window_start, end)]
+        for cut in reversed(cuts):
+            if cut == 0 or not _inside_special(buffer, cut, specials, longest_special):
+                return cut if cut > 0 else None
+        if window_start == 0:
+            return None
+        end = window_start + 2
+
+
+def _inside_special(text: str, cut: int, specials: re.Pattern[str] | None, longest: int) -> bool:
+    if specials is None:
+        return False
+    lo = max(0, cut - longest + 1)
+    for match in specials.finditer(text, lo, min(len(text), cut + longest)):
+        if match.start() < cut < match.end():
+            return True
+    return False

@@ -1,0 +1,244 @@
+"""Byte-level BPE: training rule, fast vs naive trainer, encode/decode, special tokens, save/load, errors."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer, train_bpe_naive
+from minillm.tokenizer.bpe_train import descending_key
+
+WORDS = "the cat sat on a mat and the dog ran to the big red ball Lily Tom was happy sad 42 1999 !?".split()
+
+
+def story_text(seed: int, paragraphs: int = 60) -> str:
+    rng = random.Random(seed)
+    stories = []
+    for _ in range(paragraphs):
+        sentence = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25)))
+        stories.append(sentence[0].upper() + sentence[1:] + ".")
+    return "\n\n".join(stories)
+
+
+def tie_heavy_text(seed: int) -> str:
+    """Short random words over a tiny alphabet: many pairs share the same count at every step."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice("abc") for _ in range(rng.randint(1, 4))) for _ in range(300))
+
+
+CORPORA = {
+    "stories": story_text(0) + "<|endoftext|>" + story_text(1),
+    "tie_heavy": tie_heavy_text(0),
+    "all_distinct_pairs": " ".join(chr(97 + i) + chr(97 + j) for i in range(20) for j in range(20)),
+    "unicode": "naïve café 😀😀 日本語のテキスト 日本 über Ünïcödé " * 5 + "x\u0301y\u0301 " * 7,
+    "one_long_word": "ab" * 40 + "ba" * 33,
+}
+
+
+def test_hand_worked_example_with_tie() -> None:
+    # "aaabdaaabac" as one word: (a,a) occurs 4 times -> merge 1. Then (aa,a) and (a,b) both occur twice:
+    # the tie goes to the greater pair of byte strings, (b"aa", b"a") > (b"a", b"b"). Then (aaa,b) twice.
+    merges = train_bpe_naive("aaabdaaabac", 256 + 3, pattern="none")
+    assert merges == [(b"a", b"a"), (b"aa", b"a"), (b"aaa", b"b")]
+    fast = BPETokenizer.train("aaabdaaabac", 256 + 3, special_tokens=(), pattern="none")
+    assert fast.merges == merges
+
+
+def test_descending_key_orders_bytes_in_reverse() -> None:
+    rng = random.Random(0)
+    tokens = [bytes(rng.choice([0, 1, 97, 255]) for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    assert sorted(tokens, key=descending_key) == sorted(tokens, reverse=True)
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+@pytest.mark.parametrize("vocab_size", [262, 300, 420])
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4"])
+def test_fast_trainer_matches_naive(corpus: str, vocab_size: int, pattern: str) -> None:
+    text = CORPORA[corpus]
+    fast = BPETokenizer.train(text, vocab_size, special_tokens=COURSE_SPECIAL_TOKENS, pattern=pattern)
+    naive = train_bpe_naive(text, vocab_size, COURSE_SPECIAL_TOKENS, pattern=pattern)
+    assert fast.merges == naive
+
+
+def test_fast_trainer_matches_naive_without_pretokenization() -> None:
+    text = tie_heavy_text(1)[:600]
+    fast = BPETokenizer.train(text, 380, special_tokens=(), pattern="none")
+    assert fast.merges == train_bpe_naive(text, 380, (), pattern="none")
+
+
+def test_training_inputs_text_path_and_iterable_agree(tmp_path) -> None:
+    text = CORPORA["stories"]
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    from_text = BPETokenizer.train(text, 320)
+    assert BPETokenizer.train(path, 320).merges == from_text.merges
+    assert BPETokenizer.train(str(path), 320).merges == from_text.merges
+    assert BPETokenizer.train(text.splitlines(keepends=True), 320).merges == from_text.merges
+
+
+def test_vocabulary_layout() -> None:
+    tok = BPETokenizer.train(CORPORA["stories"], 300)
+    assert tok.vocab_size == 300
+    vocab = tok.vocab
+    assert all(vocab[i] == bytes([i]) for i in range(256))
+    for rank, (left, right) in enumerate(tok.merges):
+        assert vocab[256 + rank] == left + right  # no duplicate results in this corpus
+    assert list(tok.special_tokens.values()) == list(range(300 - 5, 300))
+    assert list(tok.special_tokens) == list(COURSE_SPECIAL_TOKENS)
+    assert tok.token_to_id("<|end|>") == 299
+    assert tok.token_to_id(" the") == tok.encode(" the")[0]
+
+
+def test_special_tokens_are_never_merged() -> None:
+    text = ("<|endoftext|>hello<|endoftext|>" * 50) + "<|user|>hi<|end|>" * 50
+    tok = BPETokenizer.train(text, 320)
+    for left, right in tok.merges:
+        assert b"<|" not in left + right and b"|>" not in left + right
+    ids = tok.encode("<|user|>hi<|end|>")
+    assert ids[0] == tok.special_tokens["<|user|>"] and ids[-1] == tok.special_tokens["<|end|>"]
+
+
+def test_special_tokens_longest_match_first_and_allowed_special() -> None:
+    tok = BPETokenizer([], special_tokens=["<|end|>", "<|end|><|x|>", "<|e"], pattern="gpt2")
+    assert tok.encode("a<|end|><|x|>b") == [97, 257, 98]  # ids: 256, 257, 258 in order given
+    assert tok.encode("<|end|>") == [256]
+    assert tok.encode("<|e") == [258]
+    plain = tok.encode("<|end|>", allowed_special="none")
+    assert plain == list(b"<|end|>")
+    assert tok.encode("<|end|><|e", allowed_special={"<|e"}) == [258, *b"nd|>", 258]
+    with pytest.raises(ValueError, match="not special tokens"):
+        tok.encode("x", allowed_special={"<|nope|>"})
+
+
+def test_encode_applies_merges_by_rank() -> None:
+    # ranks: (b,c) first, then (a,b). "abc" must become [a, bc], not [ab, c].
+    tok = BPETokenizer([(b"b", b"c"), (b"a", b"b")], pattern="none")
+    assert tok.encode("abc") == [97, 256]
+    assert tok.encode("abab") == [257, 257]
+    assert tok.encode("bcab") == [256, 257]
+
+
+def test_encoding_the_training_text_reproduces_training_merges() -> None:
+    text = CORPORA["stories"]
+    tok = BPETokenizer.train(text, 400)
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert len(ids) < len(text.encode()) / 2  # the merges learned here compress their own corpus
+
+
+def test_decode_invalid_utf8_uses_replacement_character() -> None:
+    tok = BPETokenizer([], special_tokens=())
+    ids = list("😀".encode())
+    assert tok.decode(ids[:2]) == "\ufffd"
+    assert tok.decode([*ids[:2], 65]) == "\ufffdA"
+    assert tok.decode_bytes(ids[:2]) == "😀".encode()[:2]
+
+
+def test_encode_batch_and_cache_consistency() -> None:
+    tok = BPETokenizer.train(CORPORA["stories"], 350)
+    texts = ["The cat sat.", "", "Lily was happy!", "The cat sat."]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+    fresh = BPETokenizer(tok.merges, COURSE_SPECIAL_TOKENS)
+    assert [fresh.encode(t) for t in texts] == tok.encode_batch(texts)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.characters(blacklist_categories=("Cs",)),  # any code point but lone surrogates
+            st.sampled_from(["<|end|>", "<|endoftext|>", "<|", "|>", "<|end", " ", "\n", "\u0301", "😀", "日本"]),
+        ),
+        max_size=40,
+    ).map("".join)
+)
+def test_roundtrip_arbitrary_unicode(text: str) -> None:
+    assert ROUNDTRIP_TOKENIZER.decode(ROUNDTRIP_TOKENIZER.encode(text)) == text
+    assert ROUNDTRIP_TOKENIZER.decode(ROUNDTRIP_TOKENIZER.encode(text, allowed_special="none")) == text
+
+
+ROUNDTRIP_TOKENIZER = BPETokenizer.train(CORPORA["stories"] + CORPORA["unicode"], 420)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "\n\n\n", "<|end|", "<<|end|>>", "日本語", "e\u0301\u0301", "\x00\x1f\x7f", "\U0010ffff", "a  \n b"],
+)
+def test_roundtrip_edge_cases(text: str) -> None:
+    assert ROUNDTRIP_TOKENIZER.decode(ROUNDTRIP_TOKENIZER.encode(text)) == text
+
+
+def test_save_load_roundtrip(tmp_path) -> None:
+    tok = BPETokenizer.train(CORPORA["stories"] + CORPORA["unicode"], 380, pattern="gpt4")
+    path = tok.save(tmp_path / "tok.json")
+    loaded = BPETokenizer.load(path)
+    assert loaded.merges == tok.merges
+    assert loaded.special_tokens == tok.special_tokens
+    assert loaded.pattern == "gpt4"
+    sample = CORPORA["unicode"] + "<|endoftext|>" + CORPORA["stories"][:500]
+    assert loaded.encode(sample) == tok.encode(sample)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["kind"] == "minillm-bpe"
+
+
+def test_load_rejects_corrupt_and_foreign_files(tmp_path) -> None:
+    tok = BPETokenizer.train(CORPORA["stories"], 300)
+    good = json.loads(tok.save(tmp_path / "good.json").read_text(encoding="utf-8"))
+    cases = {
+        "not_json.json": "{ this is not json",
+        "binary.json": None,
+        "foreign.json": json.dumps({"kind": "minillm-wordpiece", "format_version": 1}),
+        "no_kind.json": json.dumps({"merges": []}),
+        "hf.json": json.dumps({"version": "1.0", "model": {"type": "BPE"}}),
+        "missing.json": json.dumps({k: v for k, v in good.items() if k != "merges"}),
+        "bad_merge.json": json.dumps({**good, "merges": [["zz", "q"], *good["merges"]]}),
+        "bad_escape.json": json.dumps({**good, "merges": [["\\xzz", "a"]]}),
+        "bad_vocab.json": json.dumps({**good, "merged_tokens": {"256": "nope"}}),
+        "bad_special.json": json.dumps({**good, "special_tokens": {"<|endoftext|>": 7}}),
+        "version.json": json.dumps({**good, "format_version": 99}),
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        if content is None:
+            path.write_bytes(b"\xff\xfe\x00garbage")
+        else:
+            path.write_text(content, encoding="utf-8")
+        with pytest.raises(ValueError, match=re.escape(path.name)):
+            BPETokenizer.load(path)
+
+
+def test_bad_input_errors() -> None:
+    with pytest.raises(ValueError, match="smaller than 256"):
+        BPETokenizer.train("abc", 258)  # 256 + 5 specials needed
+    with pytest.raises(ValueError, match="smaller than 256"):
+        BPETokenizer.train("abc", 100, special_tokens=())
+    with pytest.raises(TypeError, match="vocab_size"):
+        BPETokenizer.train("abc", 300.0)
+    with pytest.raises(ValueError, match="duplicate special tokens"):
+        BPETokenizer.train("abc", 300, special_tokens=["<|a|>", "<|a|>"])
+    with pytest.raises(TypeError, match="got bytes"):
+        BPETokenizer.train(b"abc", 300)
+    with pytest.raises(TypeError, match="item of type int"):
+        BPETokenizer.train(["abc", 3], 300)
+    tok = BPETokenizer.train("hello hello", 270)
+    with pytest.raises(TypeError, match="encode expects str"):
+        tok.encode(b"hello")
+    with pytest.raises(TypeError, match="encode expects str"):
+        tok.encode(None)
+    with pytest.raises(ValueError, match="unknown token id 270"):
+        tok.decode([1, 270])
+    with pytest.raises(ValueError, match="unknown token id -1"):
+        tok.decode([-1])
+    with pytest.raises(TypeError, match="must be ints"):
+        tok.decode([1.5])
+    with pytest.raises(ValueError, match="surrogate"):
+        tok.encode("a\ud800b")
+    with pytest.raises(ValueError, match="not a token"):
+        tok.token_to_id("zzzzzz")
+    with pytest.raises(ValueError, match="uses a token"):
+        BPETokenizer([(b"ab", b"c")])
