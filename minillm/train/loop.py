@@ -1,0 +1,229 @@
+"""The training loop: one optimizer step, evaluation, the run, and exact resume.
+
+One optimizer step is: for each of ``grad_accum`` micro-batches, forward, cross-entropy, backward
+(gradients add up); then clip the global gradient norm and let AdamW update the weights at the
+scheduled learning rate. Around it: periodic validation, a metrics history, checkpoints that resume the
+exact run, and a guard against NaN/inf losses.
+
+Data parallelism: launched under ``torchrun --nproc_per_node=N`` (gloo on CPU, NCCL on GPUs) the model is
+wrapped in PyTorch's ``DistributedDataParallel``. ``batch_size`` is the *global* batch: every rank draws
+the same windows and trains on its own slice, and DDP averages the gradients, so N processes take the
+same steps as one process with the whole batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from minillm.batches import RandomWindows, sequential_windows
+from minillm.checkpoint import load_checkpoint, save_checkpoint
+from minillm.loss import cross_entropy
+from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, make_schedule, param_groups, set_lr
+from minillm.train.config import TrainConfig
+
+__all__ = ["Trainer", "DistContext"]
+
+
+@dataclass
+class DistContext:
+    """Where this process sits in a data-parallel job (rank 0 of 1 when not distributed)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    @classmethod
+    def from_env(cls) -> DistContext:
+        """Read torchrun's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and join the process group if needed."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1:
+            return cls()
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        return cls(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _mean_over_ranks(value: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    if ctx.enabled:
+        value = value.clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)  # SUM then divide works on every backend
+        value /= ctx.world_size
+    return value
+
+
+class Trainer:
+    """Owns the model, optimizer, schedule, batch stream and history of one pretraining run."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainConfig,
+        train_tokens: np.ndarray | torch.Tensor,
+        val_tokens: np.ndarray | torch.Tensor | None = None,
+        device: torch.device | str = "cpu",
+        dist_ctx: DistContext | None = None,
+    ) -> None:
+        self.config = c = config
+        self.ctx = dist_ctx or DistContext()
+        self.device = torch.device(device)
+        self.raw_model = model.to(self.device)
+        if self.ctx.enabled:
+            ids = [self.ctx.local_rank] if self.device.type == "cuda" else None
+            self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
+        else:
+            self.model = self.raw_model
+        groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
+        self.optimizer = AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2))
+        schedule_args = dict(max_lr=c.lr, warmup_steps=c.warmup_steps, total_steps=max(c.max_steps, 1))
+        if c.schedule in ("cosine", "linear", "wsd"):
+            schedule_args["min_lr"] = c.min_lr
+        if c.schedule == "wsd":
+            schedule_args["decay_steps"] = c.decay_steps
+        self.schedule = make_schedule(c.schedule, **schedule_args)
+        self.batches = RandomWindows(
+            train_tokens, c.batch_size, c.context_length, c.seed, self.ctx.rank, self.ctx.world_size
+        )
+        self.val_tokens = val_tokens
+        self.step = 0
+        self.history: list[dict] = []
+
+    # ---------------------------------------------------------------------------------------- one step
+    def train_step(self) -> dict:
+        """One optimizer step over ``grad_accum`` micro-batches; returns its metrics."""
+        c, model = self.config, self.model
+        start = time.perf_counter()
+        model.train()
+        lr = self.schedule(self.step)
+        set_lr(self.optimizer, lr)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
+        for micro in range(c.grad_accum):
+            inputs, targets = (t.to(self.device, non_blocking=True) for t in self.batches.next_batch())
+            last = micro == c.grad_accum - 1
+            sync = contextlib.nullcontext() if last or not self.ctx.enabled else model.no_sync()
+            with sync:
+                loss = cross_entropy(model(inputs), targets) / c.grad_accum
+                loss.backward()
+            loss_sum += loss.detach()
+        loss_value = _mean_over_ranks(loss_sum, self.ctx).item()
+        params = self.raw_model.parameters()
+        if c.grad_clip is not None:
+            grad_norm = clip_grad_norm(params, c.grad_clip).item()
+        else:
+            grad_norm = global_grad_norm(params).item()
+        record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm}
+        if math.isfinite(loss_value) and math.isfinite(grad_norm):
+            self.optimizer.step()
+        elif c.on_nonfinite == "skip":
+            self.optimizer.zero_grad(set_to_none=True)
+            record["skipped"] = True
+        else:
+            raise FloatingPointError(
+                f"non-finite training loss {loss_value} (grad norm {grad_norm}) at step {self.step}; "
+                "lower the learning rate, or set on_nonfinite='skip' to skip such steps"
+            )
+        seconds = time.perf_counter() - start
+        record["tokens_per_s"] = c.tokens_per_step / seconds
+        self.step += 1
+        return record
+
+    @torch.no_grad()
+    def evaluate(self, max_batches: int | None = None) -> float:
+        """Mean loss over the fixed validation windows (the same windows at every evaluation)."""
+        if self.val_tokens is None:
+            raise ValueError("no validation tokens were given to this Trainer")
+        c = self.config
+        self.raw_model.eval()
+        total, count = 0.0, 0
+        windows = sequential_windows(self.val_tokens, c.batch_size, c.context_length, max_batches or c.eval_batches)
+        for inputs, targets in windows:
+            logits = self.raw_model(inputs.to(self.device))
+            total += cross_entropy(logits, targets.to(self.device), reduction="sum").item()
+            count += targets.numel()
+        self.raw_model.train()
+        return total / count
+
+    # ---------------------------------------------------------------------------------------- the loop
+    def run(self, until_step: int | None = None, checkpoint_path: str | os.PathLike | None = None) -> list[dict]:
+        """Train from the current step to ``until_step`` (default ``max_steps``); returns the history.
+
+        Evaluates every ``eval_interval`` steps and at the end (rank 0), and saves a checkpoint every
+        ``checkpoint_interval`` steps and at the end when ``checkpoint_path`` is given.
+        """
+        c = self.config
+        end = c.max_steps if until_step is None else min(until_step, c.max_steps)
+        bar = tqdm(total=end, initial=self.step, disable=not (c.progress and self.ctx.is_main), desc="train")
+        try:
+            while self.step < end:
+                record = self.train_step()
+                last = self.step == end
+                if self.val_tokens is not None and self.ctx.is_main and c.eval_interval:
+                    if self.step % c.eval_interval == 0 or (last and end == c.max_steps):
+                        record["val_loss"] = self.evaluate()
+                self.history.append(record)
+                bar.update(1)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}")
+                due = c.checkpoint_interval and self.step % c.checkpoint_interval == 0
+                if checkpoint_path is not None and (due or last):
+                    self.save(checkpoint_path)
+        finally:
+            bar.close()
+        return self.history
+
+    # ---------------------------------------------------------------------------------------- resume
+    def state_dict(self) -> dict:
+        state = {
+            "step": self.step,
+            "model": self.raw_model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "batches": self.batches.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "history": self.history,
+            "config": self.config.to_dict(),
+        }
+        if torch.cuda.is_available():
+            state["cuda_rng"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.raw_model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.batches.load_state_dict(state["batches"])
+        torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.history = list(state["history"])
+        self.step = int(state["step"])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a resumable checkpoint (rank 0 writes; all ranks hold the same state)."""
+        if self.ctx.is_main:
+            save_checkpoint(self.state_dict(), path)
+        self.ctx.barrier()
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Continue from a checkpoint written by :meth:`save`."""
+        self.load_state_dict(load_checkpoint(path, map_location="cpu"))

@@ -1,0 +1,100 @@
+"""minillm.checkpoint: atomic saves, weights_only loads with clear errors, and the pretrained-folder format."""
+
+import pytest
+import torch
+
+from minillm import checkpoint as ckpt
+from minillm.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_pretrained,
+    save_checkpoint,
+    save_pretrained,
+)
+from minillm.model import GPT, GPTConfig
+from minillm.tokenizer import BPETokenizer
+
+
+class _NotWeights:
+    """An arbitrary class: unpickling it could run code, so weights_only must refuse it."""
+
+
+def _state(value: float) -> dict:
+    return {"step": 3, "weights": torch.full((4, 4), value), "history": [{"loss": 1.5}], "name": "run"}
+
+
+def test_roundtrip(tmp_path):
+    path = save_checkpoint(_state(2.0), tmp_path / "c.pt")
+    state = load_checkpoint(path)
+    assert state["step"] == 3 and state["history"] == [{"loss": 1.5}] and state["name"] == "run"
+    assert torch.equal(state["weights"], torch.full((4, 4), 2.0))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary file left behind
+
+
+def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    path = save_checkpoint(_state(1.0), tmp_path / "c.pt")
+
+    def crashing_save(obj, f):  # writes half a file, then the process "dies"
+        with open(f, "wb") as handle:
+            handle.write(b"PK\x03\x04 partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt.torch, "save", crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(_state(9.0), path)
+    monkeypatch.undo()
+    assert torch.equal(load_checkpoint(path)["weights"], torch.full((4, 4), 1.0))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_truncated_checkpoint_gives_clear_error(tmp_path):
+    path = save_checkpoint(_state(1.0), tmp_path / "c.pt")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="c.pt.*truncated or corrupt"):
+        load_checkpoint(path)
+
+
+def test_garbage_file_gives_clear_error(tmp_path):
+    path = tmp_path / "junk.pt"
+    path.write_bytes(b"this is not a checkpoint" * 10)
+    with pytest.raises(CheckpointError, match="junk.pt"):
+        load_checkpoint(path)
+
+
+def test_weights_only_refuses_arbitrary_objects(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"obj": _NotWeights()}, path)
+    with pytest.raises(CheckpointError, match="evil.pt"):
+        load_checkpoint(path)
+
+
+def test_missing_checkpoint_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.pt"):
+        load_checkpoint(tmp_path / "nope.pt")
+
+
+@pytest.mark.parametrize("preset", ["gpt2-style", "llama-style"])
+def test_save_and_load_pretrained(tmp_path, preset):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.preset(preset, vocab_size=300, context_length=32, n_layer=2, n_head=2, d_model=32))
+    tokenizer = BPETokenizer.train("the cat sat on the mat. the dog sat on the log. " * 20, vocab_size=300)
+    save_pretrained(tmp_path, model, tokenizer, metadata={"metrics": {"val_loss": 1.25}})
+    loaded, loaded_tok, config = load_pretrained(tmp_path)
+    assert config["metrics"] == {"val_loss": 1.25} and config["model"] == model.config.to_dict()
+    ids = torch.randint(0, 300, (2, 32))
+    assert torch.equal(loaded(ids), model.eval()(ids))
+    assert (loaded.lm_head.weight is loaded.tok_emb.weight) == (preset == "gpt2-style")
+    text = "the cat sat on the log."
+    assert loaded_tok.encode(text) == tokenizer.encode(text) and loaded_tok.decode(loaded_tok.encode(text)) == text
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_load_pretrained_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_pretrained(tmp_path)
+    model = GPT(GPTConfig(vocab_size=50, context_length=8, n_layer=1, n_head=1, d_model=8))
+    save_pretrained(tmp_path, model)
+    (tmp_path / "model.safetensors").write_bytes(b"\x00" * 16)
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_pretrained(tmp_path)

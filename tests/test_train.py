@@ -1,0 +1,265 @@
+"""minillm.train: the loop against a plain-PyTorch reference, exact resume, NaN guard, CLI and DDP."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minillm.batches import RandomWindows
+from minillm.checkpoint import load_pretrained
+from minillm.model import GPT, GPTConfig
+from minillm.train import TrainConfig, Trainer, main
+
+TINY = dict(vocab_size=64, context_length=16, n_layer=2, n_head=2, d_model=32)
+
+
+def _tokens(n: int = 4000, seed: int = 0) -> np.ndarray:
+    """A learnable stream: a noisy repeating pattern over 64 ids."""
+    rng = np.random.default_rng(seed)
+    base = np.tile(np.arange(0, 64, 3), n // 22 + 1)[:n]
+    noise = rng.random(n) < 0.1
+    return np.where(noise, rng.integers(0, 64, n), base)
+
+
+def _model(seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig.preset("gpt2-style", **TINY))
+
+
+def _config(**overrides) -> TrainConfig:
+    base = dict(
+        context_length=16, batch_size=4, grad_accum=1, max_steps=12, lr=3e-3, min_lr=3e-4, warmup_steps=3,
+        eval_interval=4, eval_batches=2, progress=False, seed=5,
+    )  # fmt: skip
+    return TrainConfig(**{**base, **overrides})
+
+
+def test_loop_equals_plain_pytorch_reference_with_accumulation():
+    """Trainer (2 micro-batches of 4) == full-batch torch.optim.AdamW loop with clip_grad_norm_ (float64)."""
+    config = _config(grad_accum=2, batch_size=4, grad_clip=0.5, max_steps=10)
+    tokens = _tokens()
+    trainer = Trainer(_model().double(), config, tokens)
+    history = trainer.run()
+
+    ref = _model().double()
+    decay = [p for n, p in ref.named_parameters() if p.dim() == 2 and "emb" not in n]
+    no_decay = [p for n, p in ref.named_parameters() if not (p.dim() == 2 and "emb" not in n)]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}], betas=(0.9, 0.95)
+    )
+    windows = RandomWindows(tokens, 4, 16, seed=5)
+    for step in range(10):
+        if step < 3:  # warmup then cosine to min_lr, written out independently
+            lr = 3e-3 * (step + 1) / 3
+        else:
+            lr = 3e-4 + 0.5 * (3e-3 - 3e-4) * (1 + math.cos(math.pi * (step - 3) / 7))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        (x1, y1), (x2, y2) = windows.next_batch(), windows.next_batch()
+        x, y = torch.cat([x1, x2]), torch.cat([y1, y2])
+        loss = F.cross_entropy(ref(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        opt.step()
+        assert abs(history[step]["loss"] - loss.item()) <= 1e-10
+        assert abs(history[step]["grad_norm"] - norm.item()) <= 1e-10 * norm.item()
+        assert history[step]["lr"] == pytest.approx(lr, rel=1e-12)
+    params = zip(trainer.raw_model.parameters(), ref.parameters(), strict=True)
+    assert max((p - q).abs().max().item() for p, q in params) <= 1e-10
+
+
+def test_training_lowers_validation_loss():
+    config = _config(max_steps=60, eval_interval=20, lr=1e-2)
+    trainer = Trainer(_model(), config, _tokens(), _tokens(2000, seed=1))
+    initial = trainer.evaluate()
+    history = trainer.run()
+    val = [r["val_loss"] for r in history if "val_loss" in r]
+    assert len(val) == 3 and abs(initial - math.log(64)) < 0.1
+    assert val[-1] < initial - 1.0
+    assert all(set(r) >= {"step", "loss", "lr", "grad_norm", "tokens_per_s"} for r in history)
+
+
+def test_resume_continues_the_exact_run(tmp_path):
+    tokens, val = _tokens(), _tokens(2000, seed=1)
+    config = _config(max_steps=12, dropout=0.1)  # dropout: the global RNG state matters too
+    model_config = GPTConfig.preset("gpt2-style", **TINY, dropout=0.1)
+    torch.manual_seed(0)
+    uninterrupted = Trainer(GPT(model_config), config, tokens, val)
+    full = uninterrupted.run()
+
+    torch.manual_seed(0)
+    first = Trainer(GPT(model_config), config, tokens, val)
+    first.run(until_step=6, checkpoint_path=tmp_path / "ckpt.pt")
+    torch.manual_seed(123)  # a different init and RNG state: everything must come from the checkpoint
+    resumed = Trainer(GPT(model_config), config, tokens, val)
+    resumed.load(tmp_path / "ckpt.pt")
+    assert resumed.step == 6
+    history = resumed.run()
+    assert len(history) == 12
+    for a, b in zip(full, history, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-6
+        assert ("val_loss" in a) == ("val_loss" in b)
+    for p, q in zip(uninterrupted.raw_model.parameters(), resumed.raw_model.parameters(), strict=True):
+        assert (p - q).abs().max().item() <= 1e-6
+
+
+class _NaNAtStep(nn.Module):
+    """Wraps a model and makes its output NaN during one training step."""
+
+    def __init__(self, model: nn.Module, bad_call: int):
+        super().__init__()
+        self.model, self.bad_call, self.calls = model, bad_call, 0
+
+    def forward(self, idx):
+        logits = self.model(idx)
+        self.calls += self.training
+        return logits * float("nan") if self.training and self.calls == self.bad_call + 1 else logits
+
+
+def test_nan_loss_stops_with_the_step_named():
+    trainer = Trainer(_NaNAtStep(_model(), bad_call=3), _config(), _tokens())
+    with pytest.raises(FloatingPointError, match="at step 3"):
+        trainer.run()
+    assert trainer.step == 3
+
+
+def test_nan_loss_can_skip_the_step():
+    wrapped = _NaNAtStep(_model(), bad_call=3)
+    trainer = Trainer(wrapped, _config(on_nonfinite="skip", max_steps=6), _tokens())
+    trainer.run(until_step=3)
+    before = [p.detach().clone() for p in wrapped.parameters()]
+    trainer.train_step()  # the poisoned step
+    assert all(torch.equal(p, q) for p, q in zip(before, wrapped.parameters(), strict=True))
+    history = trainer.run()
+    assert len(history) == 5 and all(math.isfinite(r["loss"]) for r in history)
+
+
+def test_nan_skip_is_recorded_in_history():
+    trainer = Trainer(_NaNAtStep(_model(), bad_call=2), _config(on_nonfinite="skip", max_steps=4), _tokens())
+    history = trainer.run()
+    assert [r.get("skipped", False) for r in history] == [False, False, True, False]
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="on_nonfinite"):
+        TrainConfig(on_nonfinite="ignore")
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="unknown TrainConfig fields"):
+        TrainConfig.from_dict({"batchsize": 3})
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+
+STORY = "Once upon a time, {n} had a {t}. {n} played with the {t} every day. {n} was {f}. The end."
+
+
+def _write_corpus(folder: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    names, things, feelings = ["Tom", "Lily", "Ben", "Mia"], ["ball", "cat", "boat"], ["happy", "sad", "brave"]
+
+    def stories(n):
+        return "\n\n".join(
+            STORY.format(n=rng.choice(names), t=rng.choice(things), f=rng.choice(feelings)) for _ in range(n)
+        )
+
+    train, val = folder / "train.txt", folder / "val.txt"
+    train.write_text(stories(150) + "\n", encoding="utf-8")
+    val.write_text(stories(20) + "\n", encoding="utf-8")
+    return train, val
+
+
+def _cli_args(folder: Path, out: str, train: Path, val: Path, steps: int = 6) -> list[str]:
+    return [
+        "--train-file", str(train), "--val-file", str(val), "--out-dir", str(folder / out),
+        "--vocab-size", "300", "--n-layer", "1", "--n-head", "2", "--d-model", "32", "--context-length", "32",
+        "--batch-size", "4", "--grad-accum", "2", "--max-steps", str(steps), "--warmup-steps", "2",
+        "--eval-interval", "3", "--eval-batches", "2", "--sample-tokens", "20", "--no-progress",
+        "--threads", "1", "--device", "cpu",
+    ]  # fmt: skip
+
+
+def test_cli_trains_tokenizer_and_model_and_saves_everything(tmp_path, capsys):
+    train, val = _write_corpus(tmp_path)
+    config_file = tmp_path / "run.json"
+    config_file.write_text(json.dumps({"_comment": "flags win", "max_steps": 99, "lr": 5e-3}))
+    main(["--config", str(config_file), *_cli_args(tmp_path, "out", train, val)])
+    out = tmp_path / "out"
+    assert {"model.safetensors", "config.json", "tokenizer.json", "history.json", "history.csv"} <= {
+        p.name for p in out.iterdir()
+    }
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["train"]["max_steps"] == 6 and meta["train"]["lr"] == 5e-3  # flag over file over default
+    assert meta["metrics"]["steps"] == 6 and len(meta["samples"]) == 3
+    assert len((out / "history.csv").read_text().strip().splitlines()) == 1 + 6
+    model, tokenizer, _ = load_pretrained(out)
+    assert tokenizer.vocab_size == model.config.vocab_size == 300
+    assert "<|endoftext|>" in tokenizer.special_tokens and "<|assistant|>" in tokenizer.special_tokens
+    # the recorded validation loss is reproducible from the saved files
+    from minillm.batches import sequential_windows
+    from minillm.train.cli import encode_documents
+
+    ids = encode_documents(tokenizer, val.read_text())
+    total = count = 0
+    with torch.no_grad():
+        for x, y in sequential_windows(ids, 4, 32, max_batches=2):
+            total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
+            count += y.numel()
+    assert abs(total / count - meta["metrics"]["val_loss"]) <= 1e-5
+    assert "sample 0" in capsys.readouterr().out
+
+
+def test_cli_resume_after_an_interrupt_finishes_the_same_run(tmp_path, monkeypatch):
+    train, val = _write_corpus(tmp_path)
+    main(_cli_args(tmp_path, "full", train, val, steps=6))
+    args = [*_cli_args(tmp_path, "part", train, val, steps=6), "--checkpoint-interval", "3"]
+    real_step = Trainer.train_step
+
+    def interrupted_step(self):  # Ctrl-C during step 4, after the step-3 checkpoint was written
+        if self.step == 4:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "train_step", interrupted_step)
+    with pytest.raises(KeyboardInterrupt):
+        main(args)
+    monkeypatch.undo()
+    assert not (tmp_path / "part" / "model.safetensors").exists()
+    main([*args, "--resume"])
+    full = json.loads((tmp_path / "full" / "history.json").read_text())
+    resumed = json.loads((tmp_path / "part" / "history.json").read_text())
+    assert [r["step"] for r in resumed] == list(range(6))
+    assert max(abs(a["loss"] - b["loss"]) for a, b in zip(full, resumed, strict=True)) <= 1e-6
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_equal_one_process(tmp_path):
+    """2 gloo ranks (batch 4 each, 2 micro-batches) take the same steps as 1 process with batch 8."""
+    train, val = _write_corpus(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    single = [sys.executable, "-m", "minillm.train", *_cli_args(tmp_path, "single", train, val)]
+    subprocess.run(single, check=True, env=env, capture_output=True, timeout=600)
+    ddp = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        "-m", "minillm.train", *_cli_args(tmp_path, "ddp", train, val),
+    ]  # fmt: skip
+    result = subprocess.run(ddp, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    one, _, meta_one = load_pretrained(tmp_path / "single")
+    two, _, meta_two = load_pretrained(tmp_path / "ddp")
+    assert meta_two["metrics"]["world_size"] == 2 and meta_one["metrics"]["world_size"] == 1
+    diff = max((p - q).abs().max().item() for p, q in zip(one.parameters(), two.parameters(), strict=True))
+    assert diff <= 1e-5
+    loss_one = [r["loss"] for r in json.loads((tmp_path / "single" / "history.json").read_text())]
+    loss_two = [r["loss"] for r in json.loads((tmp_path / "ddp" / "history.json").read_text())]
+    assert len(loss_one) == 6 and max(abs(a - b) for a, b in zip(loss_one, loss_two, strict=True)) <= 1e-5
+    assert meta_one["metrics"]["val_loss"] == pytest.approx(meta_two["metrics"]["val_loss"], abs=1e-5)
