@@ -11,6 +11,15 @@ from minillm import sft
 from minillm.model import GPT, GPTConfig
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread (thread hand-offs dominate), especially on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 class CharTokenizer:
     """Characters a–z, space, '?' and '.', plus the course's chat special tokens (one id each)."""
 

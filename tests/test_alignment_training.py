@@ -1,0 +1,175 @@
+"""Reward-model, DPO and RLHF loops on a character tokenizer and a tiny GPT: each must learn a toy preference."""
+
+import math
+import re
+
+import pytest
+import torch
+
+from minillm import sft
+from minillm.alignment import batching, reward_model, rlhf, training
+from minillm.model import GPT, GPTConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread (thread hand-offs dominate), especially on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class CharTokenizer:
+    """Characters a–z, space, '?' and '.', plus the course's chat special tokens (one id each)."""
+
+    specials = list(sft.CHAT_SPECIAL_TOKENS)
+    chars = "abcdefghijklmnopqrstuvwxyz ?."
+
+    def __init__(self):
+        self.vocab = self.specials + list(self.chars)
+        self.index = {t: i for i, t in enumerate(self.vocab)}
+        self.pattern = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")")
+
+    def encode(self, text):
+        ids = []
+        for piece in self.pattern.split(text):
+            ids += [self.index[piece]] if piece in self.specials else [self.index[c] for c in piece]
+        return ids
+
+    def decode(self, ids):
+        return "".join(self.vocab[i] for i in ids)
+
+
+TOK = CharTokenizer()
+PAD = TOK.index["<|end|>"]
+
+
+def tiny_gpt(seed=0):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=len(TOK.vocab), context_length=40, n_layer=2, n_head=2, d_model=32))
+
+
+def toy_pairs(n, seed):
+    """Prompt 'x?' with a chosen reply that says 'yes' and a rejected one that says 'no' (random filler)."""
+    g = torch.Generator().manual_seed(seed)
+    letters = "bcdfghjklm"
+    pairs = []
+    for _ in range(n):
+        filler = "".join(letters[i] for i in torch.randint(len(letters), (3,), generator=g).tolist())
+        prompt = f"{filler}?"
+        pairs.append(
+            (
+                batching.encode_response(prompt, f"yes {filler}.", TOK),
+                batching.encode_response(prompt, f"no {filler}.", TOK),
+            )
+        )
+    return pairs
+
+
+def test_pad_sequences_right_pads_and_rejects_empty_responses():
+    a = batching.encode_response("ab?", "c.", TOK)
+    b = batching.encode_response("a?", "yes sir.", TOK)
+    ids, mask = batching.pad_sequences([a, b], pad_id=PAD)
+    assert ids.shape == mask.shape == (2, len(b.ids))
+    assert ids[0, : len(a.ids)].tolist() == a.ids and torch.all(ids[0, len(a.ids) :] == PAD)
+    assert mask[0].tolist() == a.loss_mask + [0] * (len(b.ids) - len(a.ids))
+    with pytest.raises(ValueError, match="no response token"):
+        batching.pad_sequences([a], pad_id=PAD, max_len=3)
+
+
+def test_reward_model_learns_a_toy_preference_above_chance_on_held_out_pairs():
+    rm = reward_model.ScalarHeadModel(tiny_gpt(1), d_model=32)
+    before = [p.detach().clone() for p in rm.parameters()]
+    history = training.train_reward_model(
+        rm, toy_pairs(64, seed=0), PAD, steps=40, lr=3e-3, batch_size=16, generator=torch.Generator().manual_seed(0)
+    )
+    assert history.loss[0] == pytest.approx(math.log(2), abs=1e-6)  # zero head: every reward starts at 0
+    accuracy, chosen, rejected = training.reward_accuracy(rm, toy_pairs(32, seed=1), PAD)
+    assert accuracy == 1.0 and torch.all(chosen > rejected)
+    changed = {n: not torch.equal(a, b) for (n, b), a in zip(rm.named_parameters(), before, strict=True)}
+    # Bradley–Terry sees only reward differences, so the head's bias gets no gradient at all.
+    assert changed.pop("head.bias") is False
+    assert all(changed.values())
+
+
+def test_dpo_starts_at_ln2_and_learns_the_preference():
+    policy, reference = tiny_gpt(2), tiny_gpt(2)
+    history = training.train_dpo(
+        policy,
+        reference,
+        toy_pairs(64, seed=0),
+        PAD,
+        steps=30,
+        lr=3e-3,
+        beta=0.1,
+        batch_size=16,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert history.loss[0] == pytest.approx(math.log(2), abs=1e-6)
+    assert history.accuracy[0] == 0.0  # strict >: policy == reference ties every pair
+    held_out = training.dpo_metrics(policy, reference, toy_pairs(32, seed=1), PAD, beta=0.1)
+    assert held_out["accuracy"] == 1.0 and held_out["margin"] > 0.5 and held_out["loss"] < 0.4
+
+
+def test_sample_rollouts_masks_the_response_up_to_the_first_end():
+    policy = tiny_gpt(3)
+    rollout = rlhf.sample_rollouts(
+        policy, TOK, ["ab?", "abcd?"], group_size=3, max_new_tokens=12, generator=torch.Generator().manual_seed(0)
+    )
+    assert rollout.ids.shape[0] == rollout.mask.shape[0] == 6
+    for row, prompt, text in zip(range(6), rollout.prompts, rollout.responses, strict=True):
+        prompt_ids = sft.encode_prompt(prompt, TOK)
+        ids, mask = rollout.ids[row].tolist(), rollout.mask[row].tolist()
+        assert ids[: len(prompt_ids)] == prompt_ids and not any(mask[: len(prompt_ids)])
+        response = [i for i, m in zip(ids, mask, strict=True) if m]
+        assert 1 <= len(response) <= 12
+        if PAD in response:
+            assert response.index(PAD) == len(response) - 1  # stops at the first <|end|>, which counts
+            response = response[:-1]
+        assert TOK.decode(response) == text
+
+
+def fraction_of_a(rollout):
+    return torch.tensor([r.count("a") / max(len(r), 1) for r in rollout.responses])
+
+
+@pytest.mark.parametrize("advantage", ["gae", "grpo"])
+def test_rlhf_raises_a_toy_reward_and_starts_at_zero_kl(advantage):
+    policy, reference = tiny_gpt(4), tiny_gpt(4)
+    value_model = reward_model.ScalarHeadModel(tiny_gpt(5), d_model=32) if advantage == "gae" else None
+    config = rlhf.RLHFConfig(
+        advantage=advantage,
+        steps=25,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=8,
+        beta=0.01,
+        lr=3e-3,
+        value_lr=3e-3,
+        ppo_epochs=2,
+    )
+    history = rlhf.train_rlhf(
+        policy,
+        reference,
+        TOK,
+        ["ab?", "cd?", "efg?"],
+        fraction_of_a,
+        config,
+        value_model=value_model,
+        gold_fn=lambda p, r: float("a" in r),
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert history.kl[0] == 0.0  # identical weights: log π − log π_ref is exactly 0
+    first, last = sum(history.reward[:5]) / 5, sum(history.reward[-5:]) / 5
+    assert last > first + 0.3, (first, last)
+    assert history.kl[-1] > 0 and len(history.gold) == 25
+
+
+def test_rlhf_config_rejects_bad_settings():
+    with pytest.raises(ValueError, match="advantage"):
+        rlhf.RLHFConfig(advantage="reinforce")
+    with pytest.raises(ValueError, match="group_size"):
+        rlhf.RLHFConfig(advantage="grpo", group_size=1)
+    with pytest.raises(ValueError, match="value_model"):
+        rlhf.train_rlhf(tiny_gpt(), tiny_gpt(), TOK, ["a?"], fraction_of_a, rlhf.RLHFConfig(advantage="gae"))
