@@ -258,14 +258,32 @@ class GPT(nn.Module):
             where = f" after {start} cached positions" if start else ""
             raise ValueError(f"sequence of length {T}{where} exceeds the context length {limit}")
 
-    def hidden_states(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
-        """Final-norm hidden states [B, T, d_model] (what reward and value heads read)."""
-        start = kv_cache.length if kv_cache is not None else 0
+    def _embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         self._check_ids(idx, start)
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(idx.shape[1], start)
-        x = self.drop(x)
+        return self.drop(x)
+
+    @torch.no_grad()
+    def attention_weights(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Every layer's attention weights, a list of [B, n_head, T, T] (rows sum to 1), for plotting.
+
+        Computed with the written-out attention, whatever ``attn_impl`` says (SDPA does not expose them).
+        """
+        x = self._embed(idx, 0)
+        maps = []
+        for block in self.blocks:
+            y, weights = block.attn(block.norm1(x), return_weights=True)
+            x = x + y
+            x = x + block.mlp(block.norm2(x))
+            maps.append(weights)
+        return maps
+
+    def hidden_states(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
+        """Final-norm hidden states [B, T, d_model] (what reward and value heads read)."""
+        start = kv_cache.length if kv_cache is not None else 0
+        x = self._embed(idx, start)
         for i, block in enumerate(self.blocks):
             x = block(x, kv_cache.layers[i] if kv_cache is not None else None, start)
         if kv_cache is not None:

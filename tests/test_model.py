@@ -162,6 +162,20 @@ def test_hidden_states_feed_the_head():
     torch.testing.assert_close(model.lm_head(h), model(idx), atol=0, rtol=0)
 
 
+def test_attention_weights_are_the_first_layers_softmax_scores():
+    model = tiny("llama-style")
+    idx = torch.randint(0, 37, (2, 10))
+    maps = model.attention_weights(idx)
+    assert len(maps) == 2 and maps[1].shape == (2, 2, 10, 10)
+    torch.testing.assert_close(maps[1].sum(-1), torch.ones(2, 2, 10), atol=1e-6, rtol=0)
+    block = model.blocks[0]
+    q, k, _ = block.attn.split_heads(block.norm1(model.tok_emb(idx)))
+    q, k = block.attn.rope(q), block.attn.rope(k)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    want = torch.softmax(scores.masked_fill(~torch.ones(10, 10, dtype=torch.bool).tril(), float("-inf")), -1)
+    torch.testing.assert_close(maps[0], want, atol=1e-6, rtol=0)
+
+
 def test_causality_future_tokens_do_not_change_past_logits():
     model = tiny("llama-style")
     idx = torch.randint(0, 37, (1, 12))
