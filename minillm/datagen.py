@@ -1,0 +1,108 @@
+"""Write every course data file and its manifest: ``python -m minillm.datagen [--out DIR] [--seed N]``.
+
+The output depends only on the seed: running it again reproduces each file byte for byte, and
+``data/MANIFEST.sha256`` (``sha256sum`` format, so ``sha256sum -c MANIFEST.sha256`` works inside
+``data/``) records what the committed files must hash to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+from minillm import corpus, tasks
+
+SEED = 0
+N_STORIES = 8000
+STORY_VAL_FRACTION = 0.05
+N_SFT = 5000
+N_PREFERENCES = 5000
+TASK_VAL_FRACTION = 0.10
+MANIFEST = "MANIFEST.sha256"
+
+
+def _text_file(stories: list[str]) -> bytes:
+    """One story per paragraph, stories separated by exactly one empty line."""
+    return ("\n\n".join(stories) + "\n").encode("ascii")
+
+
+def _jsonl_file(records: list[dict]) -> bytes:
+    return "".join(json.dumps(record, ensure_ascii=True) + "\n" for record in records).encode("ascii")
+
+
+def _split(records: list, val_fraction: float) -> tuple[list, list]:
+    n_val = round(len(records) * val_fraction)
+    return records[: len(records) - n_val], records[len(records) - n_val :]
+
+
+def generate_files(seed: int = SEED) -> dict[str, bytes]:
+    """File name → content of every generated data file (the manifest excluded)."""
+    train, val = corpus.make_splits(N_STORIES, seed, STORY_VAL_FRACTION)
+    sft_train, sft_val = _split(tasks.sft_set(N_SFT, seed), TASK_VAL_FRACTION)
+    prefs_train, prefs_val = _split(tasks.preference_set(N_PREFERENCES, seed), TASK_VAL_FRACTION)
+    return {
+        "stories_train.txt": _text_file(train),
+        "stories_val.txt": _text_file(val),
+        "sft_train.jsonl": _jsonl_file(sft_train),
+        "sft_val.jsonl": _jsonl_file(sft_val),
+        "prefs_train.jsonl": _jsonl_file(prefs_train),
+        "prefs_val.jsonl": _jsonl_file(prefs_val),
+    }
+
+
+def manifest(files: dict[str, bytes]) -> str:
+    """``sha256sum``-style lines ("<hex>  <name>"), sorted by name."""
+    return "".join(f"{hashlib.sha256(files[name]).hexdigest()}  {name}\n" for name in sorted(files))
+
+
+def read_manifest(path: Path) -> dict[str, str]:
+    """File name → expected SHA-256 from a manifest file."""
+    entries = {}
+    for number, line in enumerate(path.read_text(encoding="ascii").splitlines(), start=1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise ValueError(f"{path}, line {number}: expected '<sha256>  <name>', got {line!r}")
+        entries[name] = digest
+    return entries
+
+
+def write_files(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Write the files and their manifest into ``out_dir`` (created if needed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (out_dir / name).write_bytes(content)
+    (out_dir / MANIFEST).write_text(manifest(files), encoding="ascii")
+
+
+def describe(files: dict[str, bytes]) -> str:
+    """A summary for the data card: bytes and records per file, and the corpus's distinct words."""
+    lines = []
+    for name in sorted(files):
+        content = files[name].decode("ascii")
+        n = content.count("\n\n") + 1 if name.endswith(".txt") else content.count("\n")
+        unit = "stories" if name.endswith(".txt") else "records"
+        lines.append(f"{name}: {len(files[name]):,} bytes, {n:,} {unit}")
+    train_words = set(corpus.words(files["stories_train.txt"].decode("ascii")))
+    lines.append(f"distinct words in stories_train.txt: {len(train_words):,}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: the repository's data/)")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED}: the committed data)")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        from minillm.paths import data_dir
+
+        args.out = data_dir()
+    files = generate_files(args.seed)
+    write_files(args.out, files)
+    print(f"wrote {len(files)} files and {MANIFEST} to {args.out}")
+    print(describe(files))
+
+
+if __name__ == "__main__":
+    main()
