@@ -8,6 +8,7 @@ same cell only imports and seeds. This module is for notebooks; concept modules 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,69 @@ def colab_install(repo: str = REPO_URL, dest: str | os.PathLike = "/content/mini
     if str(dest) not in sys.path:  # an editable install is seen by new processes; this kernel needs the path
         sys.path.insert(0, str(dest))
     return dest
+
+
+#: What the course needs, as (import name, minimum version). Python itself is checked separately.
+REQUIREMENTS: tuple[tuple[str, str], ...] = (
+    ("torch", "2.2"),
+    ("numpy", "1.24"),
+    ("matplotlib", "3.7"),
+    ("tokenizers", "0.15"),
+    ("ipywidgets", "8.0"),
+    ("tqdm", "4.60"),
+    ("safetensors", "0.4"),
+)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = re.match(r"\d*", piece).group(0)  # "0rc1" → "0": pre-release tags don't count
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def check_environment() -> list[tuple[str, bool, str]]:
+    """Check what the course needs; returns ``(requirement, ok, detail)`` rows.
+
+    Covers the Python version, each package's minimum version, ``minillm`` itself, the data files and the
+    compute device (a GPU is optional, so the device row is always OK).
+    """
+    import importlib
+
+    rows: list[tuple[str, bool, str]] = []
+    python = ".".join(map(str, sys.version_info[:3]))
+    rows.append(("python >= 3.10", sys.version_info >= (3, 10), python))
+    for name, minimum in REQUIREMENTS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            rows.append((f"{name} >= {minimum}", False, f"not importable: {error}"))
+            continue
+        version = getattr(module, "__version__", "0")
+        rows.append((f"{name} >= {minimum}", _version_tuple(version) >= _version_tuple(minimum), version))
+    import minillm
+    from minillm import paths
+
+    rows.append(("minillm importable", True, f"{minillm.__version__} at {Path(minillm.__file__).parent}"))
+    try:
+        data = paths.data_dir()
+        missing = [n for n in ("stories_train.txt", "sft_train.jsonl", "prefs_train.jsonl") if not (data / n).is_file()]
+        rows.append(("course data in data/", not missing, "missing: " + ", ".join(missing) if missing else str(data)))
+    except FileNotFoundError as error:
+        rows.append(("course data in data/", False, str(error)))
+    device = pick_device()
+    detail = torch.cuda.get_device_name(0) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    rows.append(("compute device", True, f"{device.type} ({detail})"))
+    return rows
+
+
+def print_environment_check() -> bool:
+    """Print one ``[OK]``/``[FAIL]`` line per requirement; return True when everything is OK."""
+    rows = check_environment()
+    width = max(len(name) for name, _, _ in rows)
+    for name, ok, detail in rows:
+        print(f"[{'OK' if ok else 'FAIL'}] {name:<{width}}  {detail}")
+    return all(ok for _, ok, _ in rows)

@@ -1,0 +1,124 @@
+"""The foundation: seeding, device choice, paths, packaging rules and the README quickstart."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from minillm import paths
+from minillm.device import pick_device
+from minillm.notebook import REPO_URL, setup
+from minillm.seed import seed_everything
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _draws() -> tuple[float, float, list[float]]:
+    return random.random(), float(np.random.rand()), torch.rand(3).tolist()
+
+
+def test_seed_everything_repeats_every_generator() -> None:
+    seed_everything(123)
+    first = _draws()
+    seed_everything(123)
+    assert _draws() == first
+    seed_everything(124)
+    assert _draws() != first
+
+
+def test_seed_everything_returns_a_generator_seeded_alike() -> None:
+    gen = seed_everything(7)
+    a = torch.rand(4, generator=gen)
+    b = torch.rand(4, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", None])
+def test_seed_everything_rejects_bad_seeds(bad) -> None:
+    with pytest.raises(ValueError, match="seed"):
+        seed_everything(bad)
+
+
+def test_pick_device_defaults_and_errors() -> None:
+    expected = "cuda" if torch.cuda.is_available() else None
+    device = pick_device()
+    if expected:
+        assert device.type == expected
+    assert pick_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="cuda"):
+            pick_device("cuda")
+
+
+def test_setup_seeds_and_returns_a_device() -> None:
+    device = setup(seed=5, use_gpu=False)
+    assert device == torch.device("cpu")
+    x = torch.rand(2)
+    setup(seed=5, use_gpu=False)
+    assert torch.equal(torch.rand(2), x)
+
+
+def test_paths_find_the_repository_and_name_missing_files() -> None:
+    assert paths.repo_root() == ROOT
+    assert paths.data_dir() == ROOT / "data"
+    with pytest.raises(FileNotFoundError, match="no_such_file.txt"):
+        paths.data_path("no_such_file.txt")
+
+
+def test_runtime_dependencies_have_lower_bounds_only() -> None:
+    """Colab keeps its own torch only if minillm never caps or pins a dependency."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1)
+    deps = re.findall(r'"([^"]+)"', block)
+    assert any(d.startswith("torch") for d in deps)
+    for dep in deps:
+        assert ">=" in dep and "<" not in dep.replace(">=", "") and "==" not in dep, dep
+
+
+def test_requirements_pin_torch_below_the_next_release() -> None:
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    torch_lines = [line for line in lines if line.startswith("torch")]
+    assert torch_lines == ["torch>=2.2,<2.14"]
+    for name in ["numpy", "matplotlib", "tokenizers", "ipywidgets", "jupyterlab", "tqdm"]:
+        assert any(line.startswith(name) for line in lines), name
+    assert "-e ." in lines
+
+
+def test_readme_quickstart_is_exactly_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- quickstart -->\s*```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(commands) == 2
+    assert "notebooks/00_start_here.ipynb" in commands[0] and "requirements.txt" in commands[0]
+    assert "[test]" in commands[1] and "pytest" in commands[1]
+
+
+def test_repository_url_is_written_once_in_readme_badges() -> None:
+    """Forks change the address in one place: README badges are built from the same URL as the code."""
+    readme = (ROOT / "README.md").read_text()
+    assert REPO_URL.split("github.com/")[1] in readme
+
+
+def test_environment_check_passes_here_and_catches_an_old_version(monkeypatch) -> None:
+    from minillm import notebook
+
+    rows = notebook.check_environment()
+    assert all(ok for _, ok, _ in rows), rows
+    assert rows[0][0].startswith("python") and rows[-1][0] == "compute device"
+    monkeypatch.setattr(notebook, "REQUIREMENTS", (("numpy", "999.0"), ("no_such_package_xyz", "1.0")))
+    failed = {name for name, ok, _ in notebook.check_environment() if not ok}
+    assert failed == {"numpy >= 999.0", "no_such_package_xyz >= 1.0"}
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("2.13.0+cpu", (2, 13, 0)), ("1.26.4", (1, 26, 4)), ("8.1.0rc1", (8, 1, 0))]
+)
+def test_version_tuples_ignore_local_and_pre_release_suffixes(version, expected) -> None:
+    from minillm.notebook import _version_tuple
+
+    assert _version_tuple(version) == expected
