@@ -18,7 +18,7 @@ import random
 import re
 from functools import lru_cache
 
-from minillm.corpus import frames, lexicon
+from minillm.corpus import frames, lexicon, world
 from minillm.corpus.story import MAX_WORDS, MIN_WORDS, Story, article, generate_story, words
 
 __all__ = [
@@ -72,7 +72,8 @@ def _strings(value: object) -> list[str]:
 @lru_cache(maxsize=1)
 def vocabulary() -> frozenset[str]:
     """Every lowercase word the grammar can produce: the "course vocabulary" the gold scorer checks."""
-    tables = [getattr(module, name) for module in (lexicon, frames) for name in dir(module) if name.isupper()]
+    modules = (lexicon, world, frames)
+    tables = [getattr(module, name) for module in modules for name in dir(module) if name.isupper()]
     tables.remove(frames.PLOTS)
     tables.append(list(frames.PLOTS.values()))  # the plot names themselves are not story words
     texts = [s for table in tables for s in _strings(table)]

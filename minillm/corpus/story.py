@@ -11,7 +11,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from minillm.corpus import frames, lexicon
+from minillm.corpus import frames, lexicon, world
 
 MIN_WORDS = 60
 MAX_WORDS = 150
@@ -77,10 +77,10 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     hero = _character(rng, hero_name, None)
     hero_is_animal = hero["kind"] not in ("girl", "boy")
     friend = _character(rng, None, True if hero_is_animal else rng.random() < 0.25, avoid=hero["name"])
-    obj = obj if obj is not None else _pick(rng, list(lexicon.OBJECTS))
-    info = lexicon.OBJECTS[obj]
-    place = _pick(rng, list(lexicon.PLACES))
-    pinfo = lexicon.PLACES[place]
+    obj = obj if obj is not None else _pick(rng, list(world.OBJECTS))
+    info = world.OBJECTS[obj]
+    place = _pick(rng, list(world.PLACES))
+    pinfo = world.PLACES[place]
     plot = plot if plot is not None else _pick(rng, list(frames.PLOTS))
     _, feels_mid, feels_end, morals = frames.PLOTS[plot]
     finder, other = (hero, friend) if rng.random() < 0.6 else (friend, hero)
@@ -89,7 +89,8 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     adj = _pick(rng, info.adjectives)
     use, used = _pick(rng, info.uses)
     hobby, hobby_past = _pick(rng, lexicon.HOBBIES)
-    obstacle, reason, fix = _pick(rng, frames.OBSTACLES)
+    obstacles = frames.OBSTACLES if place not in world.INDOOR else frames.OBSTACLES[1:]  # [0]: rain
+    obstacle, reason, fix = _pick(rng, obstacles)
     slots = {
         "hero": hero["name"],
         "kind": hero["kind"],
@@ -185,8 +186,8 @@ def generate_story(
     Plans that come out too long or too short are redrawn from the same generator, so the result still
     depends only on its state.
     """
-    if obj is not None and obj not in lexicon.OBJECTS:
-        raise ValueError(f"unknown object {obj!r}; choose one of minillm.corpus.lexicon.OBJECTS")
+    if obj is not None and obj not in world.OBJECTS:
+        raise ValueError(f"unknown object {obj!r}; choose one of minillm.corpus.world.OBJECTS")
     if plot is not None and plot not in frames.PLOTS:
         raise ValueError(f"unknown plot {plot!r}; choose one of {sorted(frames.PLOTS)}")
     if hero is not None and not re.fullmatch(r"[A-Z][a-z]+", hero):
@@ -195,7 +196,7 @@ def generate_story(
         raise ValueError(f"need 0 < min_words <= max_words, got {min_words} and {max_words}")
     for _ in range(1000):
         slots = _slots(rng, hero, obj, plot)
-        text = _render(rng, slots, lexicon.PLACES[slots["place"]].sights)
+        text = _render(rng, slots, world.PLACES[slots["place"]].sights)
         n = len(words(text))
         if min_words <= n <= max_words:
             return Story(

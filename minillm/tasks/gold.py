@@ -10,7 +10,7 @@ failure pulls it down:
 
 - topic: (mentions the name + mentions the object) / 2 — each as a whole word;
 - length: 1 for 60..150 words; n/60 below; 1 - (n - 150)/150 above (0 from 300 words);
-- repetition: (distinct sentences / sentences) x clip((distinct word trigrams / trigrams - 0.5) / 0.3);
+- repetition: (distinct sentences / sentences)^2 x clip((distinct word trigrams / trigrams - 0.5) / 0.3);
 - ending: 1 if the text ends with a complete sentence (. ! ? possibly followed by a closing quote);
 - vocabulary: clip((share of words in the course vocabulary, the prompt's name and object counted in,
   - 0.5) / 0.4) — 90 % course words or more scores 1.
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from minillm.corpus import lexicon, vocabulary, words
+from minillm.corpus import lexicon, vocabulary, words, world
 from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences
 
 STORY_MIN_WORDS = 60
@@ -55,7 +55,7 @@ def repetition_score(text: str) -> float:
     sentences = [s for s in sentences if s]
     if not sentences:
         return 0.0
-    sentence_part = len(set(sentences)) / len(sentences)
+    sentence_part = (len(set(sentences)) / len(sentences)) ** 2
     tokens = words(text)
     trigrams = list(zip(tokens, tokens[1:], tokens[2:], strict=False))
     trigram_part = _clip01((len(set(trigrams)) / len(trigrams) - 0.5) / 0.3) if trigrams else 1.0
@@ -106,7 +106,7 @@ def _candidates(kind: str, story: str) -> frozenset[str]:
         names = set(re.findall(r"\b[A-Z][a-z]+\b", story)) & (_ALL_NAMES | set(_mid_sentence_capitals(story)))
         return frozenset(n.lower() for n in names)
     if kind == QA_PLACE:
-        return frozenset(lexicon.PLACES)
+        return frozenset(world.PLACES)
     return frozenset(lexicon.FEELINGS)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from minillm.corpus import article, lexicon
+from minillm.corpus import article, lexicon, world
 
 STORY = "story"
 QA_FOUND = "qa_found"
@@ -46,7 +46,7 @@ _QUESTION_RES: dict[str, re.Pattern[str]] = {
 }
 _SENTENCE_SPLIT_RE = re.compile(r'(?<=[.!?])\s+(?=["A-Z])|(?<=[.!?]")\s+(?=["A-Z])')
 _VERBS = "|".join(lexicon.MOTION_VERBS)
-_PLACES = "|".join(lexicon.PLACES)
+_PLACES = "|".join(world.PLACES)
 _FEELINGS = "|".join(lexicon.FEELINGS)
 
 

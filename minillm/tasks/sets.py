@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from minillm.corpus import Story, generate_story, lexicon
+from minillm.corpus import Story, generate_story, lexicon, world
 from minillm.tasks.gold import gold_score
 from minillm.tasks.prompts import (
     QA_FEELING,
@@ -91,7 +91,7 @@ def _question(rng: random.Random) -> tuple[str, str, Story]:
 
 def _story_request(rng: random.Random) -> tuple[str, str, str]:
     name = _pick(rng, lexicon.GIRL_NAMES + lexicon.BOY_NAMES + lexicon.PET_NAMES)
-    obj = _pick(rng, list(lexicon.OBJECTS))
+    obj = _pick(rng, list(world.OBJECTS))
     return name, obj, story_prompt(name, obj, rng.randrange(len(STORY_TEMPLATES)))
 
 
@@ -122,7 +122,7 @@ def _with_cue(text: str, rng: random.Random, rate: float) -> str:
 def _rejected_story(rng: random.Random, name: str, obj: str, good: Story) -> tuple[str, str]:
     """A plausible failure for a story request, and its kind."""
     kind = _pick(rng, ("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
-    other_obj = _pick(rng, [o for o in lexicon.OBJECTS if o != obj])
+    other_obj = _pick(rng, [o for o in world.OBJECTS if o != obj])
     short = {"min_words": 80, "max_words": 110}
     if kind == "wrong_name":
         return kind, generate_story(rng, obj=obj, **short).text
@@ -147,7 +147,7 @@ def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, 
     if failure == "wrong_answer":
         wrong = {
             QA_FOUND: story.hero if story.finder == story.friend else story.friend,
-            QA_PLACE: _pick(rng, [p for p in lexicon.PLACES if p != story.place]),
+            QA_PLACE: _pick(rng, [p for p in world.PLACES if p != story.place]),
             QA_FEELING: _pick(rng, [f for f in lexicon.FEELINGS if f != story.feel_end]),
         }[kind]
         field = {QA_FOUND: "finder", QA_PLACE: "place", QA_FEELING: "feel_end"}[kind]
