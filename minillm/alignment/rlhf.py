@@ -153,9 +153,7 @@ def train_rlhf(
         raise ValueError("advantage='gae' needs a value_model")
     if not prompts:
         raise ValueError("no prompts to sample from")
-    reference.eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
+    reference.eval()  # frozen: only ever run under no_grad (its parameters are left as the caller set them)
     opt = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=0.0)
     value_opt = None
     if config.advantage == "gae":

@@ -120,9 +120,7 @@ def train_dpo(
     """
     _check_training_args(pairs, steps, lr, batch_size)
     device = next(policy.parameters()).device
-    reference.eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
+    reference.eval()  # frozen: only ever run under no_grad (its parameters are left as the caller set them)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
     history = PreferenceHistory()
     policy.train()
