@@ -13,7 +13,9 @@ from minillm.tokenizer.bpe import (
     BPETokenizer,
 )
 from minillm.tokenizer.bpe_naive import train_bpe_naive
+from minillm.tokenizer.hf_export import to_tokenizers
 from minillm.tokenizer.pretokenize import GPT2_PATTERN, GPT4_PATTERN, pretokenize
+from minillm.tokenizer.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "BPETokenizer",
@@ -22,6 +24,8 @@ __all__ = [
     "ENDOFTEXT",
     "GPT2_PATTERN",
     "GPT4_PATTERN",
+    "WordPieceTokenizer",
     "pretokenize",
+    "to_tokenizers",
     "train_bpe_naive",
 ]

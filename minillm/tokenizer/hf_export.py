@@ -1,0 +1,94 @@
+"""Export to Hugging Face `tokenizers`: a ``tokenizers.Tokenizer`` that gives the same ids.
+
+Useful to hand a course tokenizer to the wider ecosystem, and used by the tests as an independent
+implementation: `tokenizers` runs its own regex engine (Oniguruma), its own BPE merge loop and its own
+special-token matcher, so agreement on arbitrary text checks all three of ours.
+
+Byte-level BPE in `tokenizers` works on strings, not bytes: each byte is first mapped to a printable
+character (GPT-2's table: printable Latin-1 bytes map to themselves, the others to U+0100 upwards, so a
+space becomes ``Ġ``). Vocabulary and merges are written in that alphabet.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from minillm.tokenizer.pretokenize import resolve_pattern
+
+if TYPE_CHECKING:
+    import tokenizers
+
+    from minillm.tokenizer.bpe import BPETokenizer
+    from minillm.tokenizer.wordpiece import WordPieceTokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable character table."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def _byte_level_text(token: bytes) -> str:
+    table = byte_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def to_tokenizers(tokenizer: BPETokenizer | WordPieceTokenizer) -> tokenizers.Tokenizer:
+    """Build a ``tokenizers.Tokenizer`` that encodes like ``tokenizer`` (special tokens all allowed)."""
+    from minillm.tokenizer.bpe import BPETokenizer
+    from minillm.tokenizer.wordpiece import WordPieceTokenizer
+
+    if isinstance(tokenizer, BPETokenizer):
+        return _bpe_to_tokenizers(tokenizer)
+    if isinstance(tokenizer, WordPieceTokenizer):
+        return _wordpiece_to_tokenizers(tokenizer)
+    raise TypeError(f"expected a BPETokenizer or WordPieceTokenizer, got {type(tokenizer).__name__}")
+
+
+def _bpe_to_tokenizers(tokenizer: BPETokenizer) -> tokenizers.Tokenizer:
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    vocab: dict[str, int] = {}
+    for token_id, token in tokenizer.vocab.items():
+        if token_id >= tokenizer.vocab_size - len(tokenizer.special_tokens):
+            break
+        vocab.setdefault(_byte_level_text(token), token_id)
+    vocab.update(tokenizer.special_tokens)
+    merges = [(_byte_level_text(left), _byte_level_text(right)) for left, right in tokenizer.merges]
+    hf = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    steps = []
+    pattern = resolve_pattern(tokenizer.pattern)
+    if pattern is not None:
+        steps.append(pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False))
+    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
+    hf.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in tokenizer.special_tokens])
+    return hf
+
+
+def _wordpiece_to_tokenizers(tokenizer: WordPieceTokenizer) -> tokenizers.Tokenizer:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    hf = Tokenizer(
+        models.WordPiece(
+            vocab=dict(tokenizer.vocab),
+            unk_token=tokenizer.unk_token,
+            max_input_chars_per_word=tokenizer.max_input_chars_per_word,
+        )
+    )
+    hf.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=tokenizer.lowercase, lowercase=tokenizer.lowercase
+    )
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.decoder = decoders.WordPiece(prefix="##")
+    hf.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in tokenizer.special_tokens])
+    return hf
