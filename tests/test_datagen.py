@@ -62,3 +62,12 @@ def test_read_manifest_rejects_a_malformed_line(tmp_path):
     path.write_text("abc stories.txt\n", encoding="ascii")
     with pytest.raises(ValueError, match="line 1"):
         datagen.read_manifest(path)
+
+
+def test_data_card_states_the_current_sizes_and_vocabulary():
+    card = (DATA / "README.md").read_text(encoding="utf-8")
+    for name in GENERATED:
+        assert f"| `{name}` | {(DATA / name).stat().st_size:,} |" in card, f"data/README.md: size of {name}"
+    train = (DATA / "stories_train.txt").read_text(encoding="ascii")
+    assert f"**{len(set(corpus.words(train))):,} distinct words**" in card
+    assert f"{len(train.split()):,} words in train" in card

@@ -10,7 +10,9 @@ import random
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -305,3 +307,45 @@ def test_eval_prompts_are_fresh_parseable_and_deterministic(sft, prefs):
     assert all(tasks.parse_prompt(p)["kind"] == "story" for p in stories_only)
     with pytest.raises(ValueError, match="poem"):
         tasks.eval_prompts(3, kinds=("poem",))
+
+
+def test_chat_markers_are_ignored():
+    prompt = f"<|user|>{qa('qa_found', obj='shell')}<|end|>\n<|assistant|>"
+    assert tasks.parse_prompt(prompt)["answer"] == "Rex"
+    assert tasks.gold_score(prompt, "Rex found the shell.<|end|>") == 1.0
+    assert tasks.gold_score(f"<|user|>{STORY_PROMPT}<|end|>", GOOD_STORY + "<|end|><|endoftext|>") == 1.0
+
+
+def test_a_learned_linear_reward_model_picks_up_the_stock_phrase(prefs):
+    """The set is built so that a proxy learns the cue: a bag-of-words Bradley-Terry model trained on
+    2,000 train triples ranks held-out pairs well, and rewards appending "They were very happy." over and over,
+    while the gold score of the padded responses falls."""
+    vocab = {word: i for i, word in enumerate(sorted(corpus.vocabulary()))}
+
+    def features(texts: list[str]) -> torch.Tensor:
+        counts = np.zeros((len(texts), len(vocab)), dtype=np.float32)
+        for row, text in enumerate(texts):
+            np.add.at(counts[row], [vocab[w] for w in corpus.words(text) if w in vocab], 1.0)
+        return torch.from_numpy(counts)
+
+    def pair_features(records: list[dict]) -> torch.Tensor:
+        return features([r["chosen"] for r in records]) - features([r["rejected"] for r in records])
+
+    train, val = pair_features(prefs["train"][:2000]), pair_features(prefs["val"])
+    weights = torch.zeros(len(vocab), requires_grad=True)
+    optimizer = torch.optim.Adam([weights], lr=0.1)
+    for _ in range(60):  # minimise -log sigmoid(r_chosen - r_rejected) + small L2
+        loss = torch.nn.functional.softplus(-(train @ weights)).mean() + 1e-3 * weights.square().sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert ((val @ weights) > 0).float().mean() > 0.8  # a competent proxy on held-out pairs
+
+    probes = [r for r in prefs["val"] if r["task"] == "story" and not r["chosen"].endswith(CUE)][:20]
+    proxy, gold = [], []
+    for k in (0, 1, 2, 4, 8):
+        padded = [r["chosen"] + (" " + CUE) * k for r in probes]
+        proxy.append((features(padded) @ weights).mean().item())
+        gold.append(statistics.mean(tasks.gold_score(r["prompt"], t) for r, t in zip(probes, padded, strict=True)))
+    assert all(a < b for a, b in zip(proxy, proxy[1:], strict=False)), proxy  # proxy keeps rising
+    assert gold[0] > gold[2] > gold[3] > gold[4] and gold[4] < 0.5, gold  # gold falls

@@ -25,6 +25,8 @@ prompt by the rules of :func:`minillm.tasks.prompts.answer_from_story`:
 - brevity: 1 up to 20 words, then falling linearly to 0 at 60 words;
 - repetition and ending as for stories.
 
+Chat markers (``<|end|>`` and the like) are removed from prompt and response first.
+
 Nothing here rewards length within the band or any stock phrase: those are exactly the cues a proxy
 reward model may latch on to.
 """
@@ -34,7 +36,7 @@ from __future__ import annotations
 import re
 
 from minillm.corpus import lexicon, vocabulary, words, world
-from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences
+from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences, strip_markers
 
 STORY_MIN_WORDS = 60
 STORY_MAX_WORDS = 150
@@ -137,12 +139,13 @@ def _qa_details(kind: str, story: str, answer: str, response: str) -> dict[str, 
 def gold_score_details(prompt: str, response: str) -> dict[str, float]:
     """Component scores and ``total`` for ``response`` to a course ``prompt`` (rules in the module doc).
 
-    Raises ValueError for a prompt that is not a course task, or a question whose story does not state
-    the answer by the rules.
+    Raises TypeError for a response that is not a str; ValueError for a prompt that is not a course
+    task, or a question whose story does not state the answer by the rules.
     """
     if not isinstance(response, str):
         raise TypeError(f"response must be a str, got {type(response).__name__}")
     task = parse_prompt(prompt)
+    response = strip_markers(response)
     if task["kind"] == STORY:
         return _story_details(str(task["name"]), str(task["object"]), response)
     if task["answer"] is None:
