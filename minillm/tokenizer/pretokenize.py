@@ -68,58 +68,94 @@ def _range_text(lo: int, hi: int) -> str:
     return f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}"
 
 
+_ASTRAL = "\\U00010000-\\U0010ffff"
+
+
 @functools.lru_cache(maxsize=1)
-def _unicode_classes() -> dict[str, str]:
-    """Class bodies for letters (L*) and numbers (N*) from ``unicodedata`` (built once, ~0.3 s)."""
-    letters: list[int] = []
-    numbers: list[int] = []
+def _unicode_classes() -> dict[str, tuple[str, str]]:
+    """Class bodies for letters (L*) and numbers (N*) from ``unicodedata`` (built once, ~0.3 s),
+    each split into its Basic Multilingual Plane part and its astral part (code points ≥ U+10000)."""
+    members: dict[str, list[int]] = {"L": [], "N": []}
     category = unicodedata.category
     for cp in range(sys.maxunicode + 1):
         major = category(chr(cp))[0]
-        if major == "L":
-            letters.append(cp)
-        elif major == "N":
-            numbers.append(cp)
-    return {"L": _ranges(letters), "N": _ranges(numbers)}
+        if major in members:
+            members[major].append(cp)
+    return {
+        name: (_ranges(c for c in cps if c < 0x10000), _ranges(c for c in cps if c >= 0x10000))
+        for name, cps in members.items()
+    }
+
+
+def _class_regex(negated: bool, raw: str, refs: list[str]) -> str:
+    """Python regex for a class ``[raw + refs]`` (or its negation), with ``refs`` naming \\p classes.
+
+    Python's ``re`` checks an astral range list linearly whenever a character misses the BMP bitmap,
+    which made every space or comma cost hundreds of comparisons. So the astral part sits behind a
+    cheap guard, ``(?=[astral])``, and BMP characters never reach it (about 4x faster).
+    """
+    classes = _unicode_classes()
+    bmp = raw + "".join(classes[r][0] for r in refs)
+    astral = "".join(classes[r][1] for r in refs)
+    if not astral:
+        return f"[{'^' if negated else ''}{bmp}]"
+    if negated:
+        return f"(?:[^{bmp}{_ASTRAL}]|(?=[{_ASTRAL}])[^{astral}])"
+    return f"(?:[{bmp}]|(?=[{_ASTRAL}])[{astral}])"
 
 
 def to_python_regex(pattern: str) -> str:
     r"""Translate ``\p{L}``, ``\p{N}``, ``\s`` and ``\S`` into classes Python's ``re`` understands."""
-    classes = _unicode_classes()
-    body = {r"\p{L}": classes["L"], r"\p{N}": classes["N"], r"\s": _WHITE_SPACE}
     out: list[str] = []
-    in_class = False
     i = 0
     while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            for key in (r"\p{L}", r"\p{N}", r"\s"):
-                if pattern.startswith(key, i):
-                    out.append(body[key] if in_class else f"[{body[key]}]")
-                    i += len(key)
-                    break
-            else:
-                if pattern.startswith(r"\S", i) and not in_class:
-                    out.append(f"[^{_WHITE_SPACE}]")
-                elif pattern.startswith(r"\p{", i) or (pattern.startswith(r"\S", i) and in_class):
-                    raise ValueError(f"unsupported escape at {i} in pattern {pattern!r}")
-                else:
-                    out.append(pattern[i : i + 2])
-                i += 2
-            continue
-        if ch == "[" and not in_class:
-            in_class = True
-            out.append(ch)
-            if pattern.startswith("[^", i):  # keep the negation next to the bracket
-                out.append("^")
-                i += 1
-        elif ch == "]" and in_class:
-            in_class = False
-            out.append(ch)
+        if pattern.startswith((r"\p{L}", r"\p{N}"), i):
+            out.append(_class_regex(False, "", [pattern[i + 3]]))
+            i += 5
+        elif pattern.startswith(r"\s", i):
+            out.append(f"[{_WHITE_SPACE}]")
+            i += 2
+        elif pattern.startswith(r"\S", i):
+            out.append(f"[^{_WHITE_SPACE}]")
+            i += 2
+        elif pattern.startswith(r"\p", i):
+            raise ValueError(f"unsupported escape at {i} in pattern {pattern!r} (only \\p{{L}} and \\p{{N}})")
+        elif pattern[i] == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif pattern[i] == "[":
+            i = _translate_class(pattern, i, out)
         else:
-            out.append(ch)
-        i += 1
+            out.append(pattern[i])
+            i += 1
     return "".join(out)
+
+
+def _translate_class(pattern: str, i: int, out: list[str]) -> int:
+    """Translate the bracket class starting at ``pattern[i] == "["``; returns the index after it."""
+    negated = pattern.startswith("[^", i)
+    j = i + (2 if negated else 1)
+    raw: list[str] = []
+    refs: list[str] = []
+    while j < len(pattern) and pattern[j] != "]":
+        if pattern.startswith((r"\p{L}", r"\p{N}"), j):
+            refs.append(pattern[j + 3])
+            j += 5
+        elif pattern.startswith(r"\s", j):
+            raw.append(_WHITE_SPACE)
+            j += 2
+        elif pattern.startswith((r"\S", r"\p"), j):
+            raise ValueError(f"unsupported escape inside a class at {j} in pattern {pattern!r}")
+        elif pattern[j] == "\\":
+            raw.append(pattern[j : j + 2])
+            j += 2
+        else:
+            raw.append(pattern[j])
+            j += 1
+    if j >= len(pattern):
+        raise ValueError(f"unterminated character class at {i} in pattern {pattern!r}")
+    out.append(_class_regex(negated, "".join(raw), refs))
+    return j + 1
 
 
 @functools.lru_cache(maxsize=16)
