@@ -38,7 +38,7 @@ CHAT_SPECIAL_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 COURSE_SPECIAL_TOKENS = (ENDOFTEXT, *CHAT_SPECIAL_TOKENS)
 
 FILE_KIND = "minillm-bpe"
-_CACHE_LIMIT = 1 << 18  # pre-token → ids entries kept before the cache is cleared
+_CACHE_LIMIT = 100_000  # pre-token → ids entries kept (bounded memory) before the cache is cleared
 
 
 def check_special_tokens(special_tokens: Iterable[str]) -> list[str]:
@@ -231,7 +231,7 @@ class BPETokenizer:
         self,
         data: Iterable[str] | os.PathLike,
         allowed_special: str | Iterable[str] = "all",
-        chunk_chars: int = 1 << 20,
+        chunk_chars: int = 1 << 18,
     ) -> Iterator[int]:
         """Lazily encode a stream of text (an open file, an iterable of str, or a path), yielding ids.
 
