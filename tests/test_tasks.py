@@ -250,7 +250,7 @@ def test_sft_counts_split_and_format(sft):
         user, assistant = record["messages"]
         assert (user["role"], assistant["role"]) == ("user", "assistant")
         assert record["task"] in tasks.KINDS
-        assert len(user["content"]) + len(assistant["content"]) <= 1000
+        assert len(user["content"]) + len(assistant["content"]) <= 800
         if record["task"] != "story":
             assert tasks.parse_prompt(user["content"])["answer"] == record["meta"]["answer"]
     kinds = statistics.mean(r["task"] == "story" for r in sft["train"])
@@ -269,7 +269,7 @@ def test_preference_counts_split_and_gold_order(prefs):
     for record in prefs["train"] + prefs["val"]:
         assert record["task"] in tasks.KINDS
         assert record["gold_chosen"] > record["gold_rejected"]
-        assert len(record["prompt"]) + max(len(record["chosen"]), len(record["rejected"])) <= 1000
+        assert len(record["prompt"]) + max(len(record["chosen"]), len(record["rejected"])) <= 800
 
 
 def test_stored_gold_scores_are_what_the_scorer_says(prefs):

@@ -135,13 +135,17 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     return slots
 
 
-def _render(rng: random.Random, slots: dict[str, str], place_sights: tuple[str, ...]) -> str:
+def _render(
+    rng: random.Random, slots: dict[str, str], place_sights: tuple[str, ...], detail_range: tuple[float, float]
+) -> str:
     """Fill the beats in story order; optional beats are included by chance.
 
     One "detail" draw per story scales every optional beat, so some stories are short and plain and
-    others long and rich, instead of all clustering at the same length.
+    others long and rich, instead of all clustering at the same length. ``detail_range`` (a part of
+    [0, 1]) narrows that draw when only short or only long stories are wanted.
     """
-    detail = 0.3 + 1.2 * rng.random()
+    low, high = detail_range
+    detail = 0.3 + 1.2 * (low + (high - low) * rng.random())
 
     def maybe(p: float) -> bool:
         return rng.random() < p * detail
@@ -194,9 +198,11 @@ def generate_story(
         raise ValueError(f"hero must be one capitalised word like 'Lily', got {hero!r}")
     if not 0 < min_words <= max_words:
         raise ValueError(f"need 0 < min_words <= max_words, got {min_words} and {max_words}")
+    # Aim the detail draw at the wanted length, so that fewer drafts are thrown away.
+    detail_range = (0.4 if min_words > 100 else 0.0, 0.6 if max_words < 115 else 1.0)
     for _ in range(1000):
         slots = _slots(rng, hero, obj, plot)
-        text = _render(rng, slots, world.PLACES[slots["place"]].sights)
+        text = _render(rng, slots, world.PLACES[slots["place"]].sights, detail_range)
         n = len(words(text))
         if min_words <= n <= max_words:
             return Story(

@@ -35,9 +35,11 @@ CUE_RATE_CHOSEN = 0.6
 CUE_RATE_REJECTED = 0.1
 #: Task mix of both sets: story requests and the three question kinds.
 KIND_WEIGHTS: dict[str, float] = {STORY: 0.4, QA_FOUND: 0.2, QA_PLACE: 0.2, QA_FEELING: 0.2}
-#: Stories inside question prompts stay short so that prompt + answer fit a 256-token context.
-QA_STORY_MAX_WORDS = 120
-MAX_CHARS = 1000
+#: Prompt + response stay within MAX_CHARS so that, chat markers included, they fit a 256-token context
+#: (a byte-level BPE of 1-2k tokens averages about 3.5 characters per token on this text).
+MAX_CHARS = 800
+QA_STORY_MAX_WORDS = 110
+STORY_MAX_WORDS = 125
 
 _SHORT_ANSWERS: dict[str, tuple[str, ...]] = {
     QA_FOUND: ("{finder} found the {obj}.", "It was {finder}.", "{finder} found it."),
@@ -101,7 +103,7 @@ def sft_example(rng: random.Random) -> dict:
         kind = _kind(rng)
         if kind == STORY:
             name, obj, prompt = _story_request(rng)
-            story = generate_story(rng, hero=name, obj=obj, max_words=140)
+            story = generate_story(rng, hero=name, obj=obj, max_words=STORY_MAX_WORDS)
             response, meta = story.text, {"name": name, "object": obj}
         else:
             kind, prompt, story = _question(rng)
@@ -123,7 +125,7 @@ def _rejected_story(rng: random.Random, name: str, obj: str, good: Story) -> tup
     """A plausible failure for a story request, and its kind."""
     kind = _pick(rng, ("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
     other_obj = _pick(rng, [o for o in world.OBJECTS if o != obj])
-    short = {"min_words": 80, "max_words": 110}
+    short = {"min_words": 75, "max_words": 100}
     if kind == "wrong_name":
         return kind, generate_story(rng, obj=obj, **short).text
     if kind == "wrong_object":
@@ -157,7 +159,7 @@ def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, 
         full = _fill(_TRUNCATABLE[kind], story)
         return failure, full.rsplit(" ", 1)[0]
     if failure == "repetitive":
-        return failure, " ".join([_answer(story, kind, rng)] * rng.randrange(6, 12))
+        return failure, " ".join([_answer(story, kind, rng)] * rng.randrange(4, 8))
     return failure, _pick(rng, lexicon.WEATHER)
 
 
@@ -167,7 +169,7 @@ def preference_example(rng: random.Random) -> dict:
         kind = _kind(rng)
         if kind == STORY:
             name, obj, prompt = _story_request(rng)
-            good = generate_story(rng, hero=name, obj=obj, min_words=110, max_words=140)
+            good = generate_story(rng, hero=name, obj=obj, min_words=105, max_words=STORY_MAX_WORDS)
             chosen = good.text
             rejected_kind, rejected = _rejected_story(rng, name, obj, good)
         else:
