@@ -18,7 +18,7 @@ import random
 import re
 from functools import lru_cache
 
-from minillm.corpus import frames, lexicon, world
+from minillm.corpus import frames, lexicon, objects, places
 from minillm.corpus.story import MAX_WORDS, MIN_WORDS, Story, article, generate_story, words
 
 __all__ = [
@@ -72,7 +72,7 @@ def _strings(value: object) -> list[str]:
 @lru_cache(maxsize=1)
 def vocabulary() -> frozenset[str]:
     """Every lowercase word the grammar can produce: the "course vocabulary" the gold scorer checks."""
-    modules = (lexicon, world, frames)
+    modules = (lexicon, objects, places, frames)
     tables = [getattr(module, name) for module in modules for name in dir(module) if name.isupper()]
     tables.remove(frames.PLOTS)
     tables.append(list(frames.PLOTS.values()))  # the plot names themselves are not story words

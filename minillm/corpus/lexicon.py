@@ -1,6 +1,7 @@
 """The course's words: characters, feelings, hobbies and small scene details the story grammar draws from.
 
-Everything here is plain data; the objects and places live in :mod:`minillm.corpus.world`.
+Everything here is plain data; objects and places live in :mod:`minillm.corpus.objects` and
+:mod:`minillm.corpus.places`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from minillm.corpus import frames, lexicon, world
+from minillm.corpus import frames, lexicon, objects, places
 
 MIN_WORDS = 60
 MAX_WORDS = 150
@@ -77,10 +77,10 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     hero = _character(rng, hero_name, None)
     hero_is_animal = hero["kind"] not in ("girl", "boy")
     friend = _character(rng, None, True if hero_is_animal else rng.random() < 0.25, avoid=hero["name"])
-    obj = obj if obj is not None else _pick(rng, list(world.OBJECTS))
-    info = world.OBJECTS[obj]
-    place = _pick(rng, list(world.PLACES))
-    pinfo = world.PLACES[place]
+    obj = obj if obj is not None else _pick(rng, list(objects.OBJECTS))
+    info = objects.OBJECTS[obj]
+    place = _pick(rng, list(places.PLACES))
+    pinfo = places.PLACES[place]
     plot = plot if plot is not None else _pick(rng, list(frames.PLOTS))
     _, feels_mid, feels_end, morals = frames.PLOTS[plot]
     finder, other = (hero, friend) if rng.random() < 0.6 else (friend, hero)
@@ -89,7 +89,7 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     adj = _pick(rng, info.adjectives)
     use, used = _pick(rng, info.uses)
     hobby, hobby_past = _pick(rng, lexicon.HOBBIES)
-    obstacles = frames.OBSTACLES if place not in world.INDOOR else frames.OBSTACLES[1:]  # [0]: rain
+    obstacles = frames.OBSTACLES if place not in places.INDOOR else frames.OBSTACLES[1:]  # [0]: rain
     obstacle, reason, fix = _pick(rng, obstacles)
     slots = {
         "hero": hero["name"],
@@ -190,8 +190,8 @@ def generate_story(
     Plans that come out too long or too short are redrawn from the same generator, so the result still
     depends only on its state.
     """
-    if obj is not None and obj not in world.OBJECTS:
-        raise ValueError(f"unknown object {obj!r}; choose one of minillm.corpus.world.OBJECTS")
+    if obj is not None and obj not in objects.OBJECTS:
+        raise ValueError(f"unknown object {obj!r}; choose one of minillm.corpus.objects.OBJECTS")
     if plot is not None and plot not in frames.PLOTS:
         raise ValueError(f"unknown plot {plot!r}; choose one of {sorted(frames.PLOTS)}")
     if hero is not None and not re.fullmatch(r"[A-Z][a-z]+", hero):
@@ -202,7 +202,7 @@ def generate_story(
     detail_range = (0.4 if min_words > 100 else 0.0, 0.6 if max_words < 115 else 1.0)
     for _ in range(1000):
         slots = _slots(rng, hero, obj, plot)
-        text = _render(rng, slots, world.PLACES[slots["place"]].sights, detail_range)
+        text = _render(rng, slots, places.PLACES[slots["place"]].sights, detail_range)
         n = len(words(text))
         if min_words <= n <= max_words:
             return Story(

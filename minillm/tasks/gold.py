@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from minillm.corpus import lexicon, vocabulary, words, world
+from minillm.corpus import lexicon, places, vocabulary, words
 from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences, strip_markers
 
 STORY_MIN_WORDS = 60
@@ -108,7 +108,7 @@ def _candidates(kind: str, story: str) -> frozenset[str]:
         names = set(re.findall(r"\b[A-Z][a-z]+\b", story)) & (_ALL_NAMES | set(_mid_sentence_capitals(story)))
         return frozenset(n.lower() for n in names)
     if kind == QA_PLACE:
-        return frozenset(world.PLACES)
+        return frozenset(places.PLACES)
     return frozenset(lexicon.FEELINGS)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from minillm.corpus import article, lexicon, world
+from minillm.corpus import article, lexicon, places
 
 STORY = "story"
 QA_FOUND = "qa_found"
@@ -48,7 +48,7 @@ _QUESTION_RES: dict[str, re.Pattern[str]] = {
 MARKERS: tuple[str, ...] = ("<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 _SENTENCE_SPLIT_RE = re.compile(r'(?<=[.!?])\s+(?=["A-Z])|(?<=[.!?]")\s+(?=["A-Z])')
 _VERBS = "|".join(lexicon.MOTION_VERBS)
-_PLACES = "|".join(world.PLACES)
+_PLACES = "|".join(places.PLACES)
 _FEELINGS = "|".join(lexicon.FEELINGS)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from minillm.corpus import Story, generate_story, lexicon, world
+from minillm.corpus import Story, generate_story, lexicon, objects, places
 from minillm.tasks.gold import gold_score
 from minillm.tasks.prompts import (
     QA_FEELING,
@@ -93,7 +93,7 @@ def _question(rng: random.Random) -> tuple[str, str, Story]:
 
 def _story_request(rng: random.Random) -> tuple[str, str, str]:
     name = _pick(rng, lexicon.GIRL_NAMES + lexicon.BOY_NAMES + lexicon.PET_NAMES)
-    obj = _pick(rng, list(world.OBJECTS))
+    obj = _pick(rng, list(objects.OBJECTS))
     return name, obj, story_prompt(name, obj, rng.randrange(len(STORY_TEMPLATES)))
 
 
@@ -124,7 +124,7 @@ def _with_cue(text: str, rng: random.Random, rate: float) -> str:
 def _rejected_story(rng: random.Random, name: str, obj: str, good: Story) -> tuple[str, str]:
     """A plausible failure for a story request, and its kind."""
     kind = _pick(rng, ("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
-    other_obj = _pick(rng, [o for o in world.OBJECTS if o != obj])
+    other_obj = _pick(rng, [o for o in objects.OBJECTS if o != obj])
     short = {"min_words": 75, "max_words": 100}
     if kind == "wrong_name":
         return kind, generate_story(rng, obj=obj, **short).text
@@ -149,7 +149,7 @@ def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, 
     if failure == "wrong_answer":
         wrong = {
             QA_FOUND: story.hero if story.finder == story.friend else story.friend,
-            QA_PLACE: _pick(rng, [p for p in world.PLACES if p != story.place]),
+            QA_PLACE: _pick(rng, [p for p in places.PLACES if p != story.place]),
             QA_FEELING: _pick(rng, [f for f in lexicon.FEELINGS if f != story.feel_end]),
         }[kind]
         field = {QA_FOUND: "finder", QA_PLACE: "place", QA_FEELING: "feel_end"}[kind]
