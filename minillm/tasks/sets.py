@@ -64,8 +64,9 @@ def _pick(rng: random.Random, options: tuple | list):
     return options[rng.randrange(len(options))]
 
 
-def _kind(rng: random.Random) -> str:
-    return rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0]
+def _is_story_request(rng: random.Random) -> bool:
+    """Story request (40 %) or question (60 %); which question is then drawn by :func:`_question`."""
+    return rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0] == STORY
 
 
 def _fill(template: str, story: Story) -> str:
@@ -100,8 +101,8 @@ def _story_request(rng: random.Random) -> tuple[str, str, str]:
 def sft_example(rng: random.Random) -> dict:
     """One SFT pair: ``{"messages": [user, assistant], "task": kind, "meta": {...}}``."""
     while True:
-        kind = _kind(rng)
-        if kind == STORY:
+        if _is_story_request(rng):
+            kind = STORY
             name, obj, prompt = _story_request(rng)
             story = generate_story(rng, hero=name, obj=obj, max_words=STORY_MAX_WORDS)
             response, meta = story.text, {"name": name, "object": obj}
@@ -121,7 +122,7 @@ def _with_cue(text: str, rng: random.Random, rate: float) -> str:
     return f"{text} {CUE}"
 
 
-def _rejected_story(rng: random.Random, name: str, obj: str, good: Story) -> tuple[str, str]:
+def _rejected_story(rng: random.Random, name: str, obj: str) -> tuple[str, str]:
     """A plausible failure for a story request, and its kind."""
     kind = _pick(rng, ("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
     other_obj = _pick(rng, [o for o in objects.OBJECTS if o != obj])
@@ -166,12 +167,11 @@ def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, 
 def preference_example(rng: random.Random) -> dict:
     """One triple ``{"prompt", "chosen", "rejected", "task", "rejected_kind", "gold_chosen", "gold_rejected"}``."""
     while True:
-        kind = _kind(rng)
-        if kind == STORY:
+        if _is_story_request(rng):
+            kind = STORY
             name, obj, prompt = _story_request(rng)
-            good = generate_story(rng, hero=name, obj=obj, min_words=105, max_words=STORY_MAX_WORDS)
-            chosen = good.text
-            rejected_kind, rejected = _rejected_story(rng, name, obj, good)
+            chosen = generate_story(rng, hero=name, obj=obj, min_words=105, max_words=STORY_MAX_WORDS).text
+            rejected_kind, rejected = _rejected_story(rng, name, obj)
         else:
             kind, prompt, story = _question(rng)
             chosen = _answer(story, kind, rng, long=rng.random() < 0.8)
