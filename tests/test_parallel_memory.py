@@ -4,6 +4,7 @@ and vs the published numbers (ZeRO §3.1, Korthikanti et al. 2022 §4)."""
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from minillm.model import GPT, GPTConfig, count_parameters
 from minillm.parallel.memory import (
@@ -93,3 +94,22 @@ def test_bad_arguments():
         activation_bytes_per_layer(8, 1, 16, 4, recompute="half")
     with pytest.raises(ValueError, match="divisible"):
         activation_bytes_per_layer(8, 1, 16, 4, tensor_parallel=3)
+
+
+def test_mixed_precision_states_equal_real_tensors():
+    """bf16 model + fp32 master weights + AdamW: 2 + 2 + (4 + 8) bytes per parameter, as ZeRO's K = 12."""
+    from minillm.precision import MasterWeightOptimizer
+
+    model = tiny_gpt().to(torch.bfloat16)
+    opt = MasterWeightOptimizer(model, torch.optim.AdamW, lr=1e-3)
+    ids = torch.randint(0, 64, (2, 16))
+    F.cross_entropy(model(ids).flatten(0, 1).float(), ids.flatten()).backward()
+    opt.step()
+    n = count_parameters(model.config)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters())
+    masters = sum(m.numel() * m.element_size() for m in opt.masters)
+    states = measure_model_state_bytes(nn.ModuleList([nn.ParameterList(opt.masters)]), opt.optimizer)["optimizer"]
+    predicted = model_state_bytes(n, "adamw", "mixed")
+    assert (weights, grads, masters + states) == (predicted.weights, predicted.grads, predicted.optimizer)
+    assert predicted.total == 16 * n
