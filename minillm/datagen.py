@@ -90,7 +90,7 @@ def describe(files: dict[str, bytes]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m minillm.datagen", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: the repository's data/)")
     parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED}: the committed data)")
     args = parser.parse_args(argv)
