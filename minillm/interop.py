@@ -1,0 +1,248 @@
+"""Interop with the Hugging Face stack: a trained ``minillm`` model and tokenizer as a ``transformers`` folder.
+
+``export_pretrained(model, folder, tokenizer)`` writes ``config.json`` + ``model.safetensors`` (and the
+tokenizer as ``tokenizer.json`` + ``tokenizer_config.json``) so that ``AutoModelForCausalLM.from_pretrained``
+and ``AutoTokenizer.from_pretrained`` load it offline. ``import_pretrained(hf_model)`` goes the other way, so the
+course's code can inspect a real architecture's weights. Two architectures map one to one:
+
+- the "gpt2-style" preset ↔ ``GPT2LMHeadModel`` (LayerNorm, GELU MLP, learned positions, biases). GPT-2's
+  ``Conv1D`` layers store weights as [in, out], the transpose of ``nn.Linear``; the activation is written as
+  ``"gelu"`` (exact), which is what ``minillm`` computes (the original GPT-2 used the tanh approximation,
+  ``"gelu_new"``, which this import refuses rather than silently changing the model);
+- the "llama-style" preset ↔ ``LlamaForCausalLM`` (RMSNorm, SwiGLU, RoPE in the half-split layout that Hugging
+  Face also uses, no biases). ``minillm`` fuses q, k, v into one ``qkv`` matrix; Llama keeps three.
+
+``transformers`` is needed only here (it is in the test extra, not a runtime dependency).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from minillm.model import GPT, GPTConfig
+
+__all__ = ["export_pretrained", "import_pretrained", "to_hf_config", "to_hf_state_dict", "architecture_of"]
+
+_GPT2 = dict(norm="layernorm", mlp="gelu", pos="learned", bias=True)
+_LLAMA = dict(norm="rmsnorm", mlp="swiglu", pos="rope", bias=False)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("Hugging Face interop needs `transformers`: pip install -e '.[test]'") from error
+    return transformers
+
+
+def architecture_of(config: GPTConfig) -> str:
+    """ "gpt2" or "llama": which ``transformers`` architecture holds this config exactly; else ValueError."""
+    fields = {key: getattr(config, key) for key in _GPT2}
+    if fields == _GPT2:
+        return "gpt2"
+    if fields == _LLAMA:
+        return "llama"
+    raise ValueError(
+        f"only the gpt2-style ({_GPT2}) and llama-style ({_LLAMA}) layouts map onto transformers; got {fields}"
+    )
+
+
+def to_hf_config(config: GPTConfig, bos_token_id: int | None = None, eos_token_id: int | None = None) -> Any:
+    """The ``transformers`` config (``GPT2Config`` or ``LlamaConfig``) of the same shape."""
+    tf = _transformers()
+    common = dict(vocab_size=config.vocab_size, tie_word_embeddings=config.tie_embeddings)
+    common.update(bos_token_id=bos_token_id, eos_token_id=eos_token_id)
+    if architecture_of(config) == "gpt2":
+        return tf.GPT2Config(
+            n_positions=config.context_length,
+            n_embd=config.d_model,
+            n_layer=config.n_layer,
+            n_head=config.n_head,
+            n_inner=config.d_ff,
+            activation_function="gelu",
+            layer_norm_epsilon=config.norm_eps,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **common,
+        )
+    return tf.LlamaConfig(
+        hidden_size=config.d_model,
+        intermediate_size=config.d_ff,
+        num_hidden_layers=config.n_layer,
+        num_attention_heads=config.n_head,
+        num_key_value_heads=config.n_head,
+        max_position_embeddings=config.context_length,
+        rms_norm_eps=config.norm_eps,
+        rope_theta=config.rope_base,
+        hidden_act="silu",
+        attention_bias=False,
+        mlp_bias=False,
+        **common,
+    )
+
+
+def _gpt2_names(n_layer: int) -> list[tuple[str, str, bool]]:
+    """(minillm name, HF name, transpose?) for every GPT-2 tensor."""
+    names = [("tok_emb.weight", "transformer.wte.weight", False), ("pos_emb.weight", "transformer.wpe.weight", False)]
+    for i in range(n_layer):
+        ours, theirs = f"blocks.{i}.", f"transformer.h.{i}."
+        for a, b, t in [
+            ("norm1.weight", "ln_1.weight", False),
+            ("norm1.bias", "ln_1.bias", False),
+            ("attn.qkv.weight", "attn.c_attn.weight", True),
+            ("attn.qkv.bias", "attn.c_attn.bias", False),
+            ("attn.proj.weight", "attn.c_proj.weight", True),
+            ("attn.proj.bias", "attn.c_proj.bias", False),
+            ("norm2.weight", "ln_2.weight", False),
+            ("norm2.bias", "ln_2.bias", False),
+            ("mlp.fc.weight", "mlp.c_fc.weight", True),
+            ("mlp.fc.bias", "mlp.c_fc.bias", False),
+            ("mlp.proj.weight", "mlp.c_proj.weight", True),
+            ("mlp.proj.bias", "mlp.c_proj.bias", False),
+        ]:
+            names.append((ours + a, theirs + b, t))
+    names += [("norm_f.weight", "transformer.ln_f.weight", False), ("norm_f.bias", "transformer.ln_f.bias", False)]
+    return names
+
+
+def _llama_names(n_layer: int) -> list[tuple[str, str]]:
+    """(minillm name, HF name) for every Llama tensor except the fused qkv."""
+    names = [("tok_emb.weight", "model.embed_tokens.weight")]
+    for i in range(n_layer):
+        ours, theirs = f"blocks.{i}.", f"model.layers.{i}."
+        names += [
+            (ours + "norm1.weight", theirs + "input_layernorm.weight"),
+            (ours + "attn.proj.weight", theirs + "self_attn.o_proj.weight"),
+            (ours + "norm2.weight", theirs + "post_attention_layernorm.weight"),
+            (ours + "mlp.gate.weight", theirs + "mlp.gate_proj.weight"),
+            (ours + "mlp.up.weight", theirs + "mlp.up_proj.weight"),
+            (ours + "mlp.down.weight", theirs + "mlp.down_proj.weight"),
+        ]
+    return names + [("norm_f.weight", "model.norm.weight")]
+
+
+def to_hf_state_dict(model: GPT) -> dict[str, torch.Tensor]:
+    """``model``'s weights under the ``transformers`` names and layouts (fresh contiguous tensors)."""
+    config, ours = model.config, model.state_dict()
+    out: dict[str, torch.Tensor] = {}
+    if architecture_of(config) == "gpt2":
+        for a, b, transpose in _gpt2_names(config.n_layer):
+            out[b] = ours[a].t() if transpose else ours[a]
+    else:
+        for a, b in _llama_names(config.n_layer):
+            out[b] = ours[a]
+        for i in range(config.n_layer):
+            q, k, v = ours[f"blocks.{i}.attn.qkv.weight"].chunk(3, dim=0)
+            for name, tensor in zip(("q_proj", "k_proj", "v_proj"), (q, k, v), strict=True):
+                out[f"model.layers.{i}.self_attn.{name}.weight"] = tensor
+    if not config.tie_embeddings:
+        out["lm_head.weight"] = ours["lm_head.weight"]
+    return {name: tensor.detach().clone().contiguous() for name, tensor in out.items()}
+
+
+def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = None) -> Path:
+    """Write ``model`` (and optionally its ``minillm`` tokenizer) as a ``transformers`` folder.
+
+    Weights go to ``model.safetensors`` (no pickle). ``AutoModelForCausalLM.from_pretrained(folder)`` then gives
+    logits equal to ``model``'s; with a tokenizer, ``AutoTokenizer.from_pretrained(folder)`` gives the same ids.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    eos = None
+    if tokenizer is not None:
+        eos = tokenizer.special_tokens.get("<|endoftext|>")
+    hf_config = to_hf_config(model.config, bos_token_id=eos, eos_token_id=eos)
+    tf = _transformers()
+    architecture = tf.GPT2LMHeadModel if architecture_of(model.config) == "gpt2" else tf.LlamaForCausalLM
+    hf_model = architecture(hf_config)
+    missing, unexpected = hf_model.load_state_dict(to_hf_state_dict(model), strict=False)
+    allowed_missing = {"lm_head.weight"} if model.config.tie_embeddings else set()
+    if set(missing) - allowed_missing or unexpected:
+        raise RuntimeError(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
+    if model.config.tie_embeddings:
+        hf_model.tie_weights()
+    hf_model.eval()
+    hf_model.save_pretrained(folder, safe_serialization=True)
+    if tokenizer is not None:
+        export_tokenizer(tokenizer, folder)
+    return folder
+
+
+def export_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
+    """Save a ``minillm`` tokenizer as a ``PreTrainedTokenizerFast`` folder (``tokenizer.json`` and config)."""
+    from minillm.tokenizer.hf_export import to_tokenizers
+
+    tf = _transformers()
+    specials = dict(tokenizer.special_tokens)
+    extra = {}
+    if "<|endoftext|>" in specials:
+        extra = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    fast = tf.PreTrainedTokenizerFast(tokenizer_object=to_tokenizers(tokenizer), **extra)
+    fast.add_special_tokens({"additional_special_tokens": [t for t in specials if t != "<|endoftext|>"]})
+    fast.save_pretrained(str(folder))
+    meta = Path(folder) / "minillm_tokenizer.json"
+    meta.write_text(json.dumps({"special_tokens": specials}, indent=2) + "\n")
+    return Path(folder)
+
+
+def import_pretrained(hf_model: Any) -> GPT:
+    """A ``minillm`` GPT holding the weights of a ``GPT2LMHeadModel`` or ``LlamaForCausalLM``."""
+    hf_config = hf_model.config
+    state = hf_model.state_dict()
+    if hf_config.model_type == "gpt2":
+        if hf_config.activation_function != "gelu":
+            raise ValueError(
+                f"GPT-2 activation {hf_config.activation_function!r} is not minillm's exact GELU; "
+                "only activation_function='gelu' imports exactly"
+            )
+        config = GPTConfig(
+            vocab_size=hf_config.vocab_size,
+            context_length=hf_config.n_positions,
+            n_layer=hf_config.n_layer,
+            n_head=hf_config.n_head,
+            d_model=hf_config.n_embd,
+            d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
+            norm_eps=hf_config.layer_norm_epsilon,
+            tie_embeddings=bool(hf_config.tie_word_embeddings),
+            **_GPT2,
+        )
+        ours = {a: state[b].t() if transpose else state[b] for a, b, transpose in _gpt2_names(config.n_layer)}
+    elif hf_config.model_type == "llama":
+        if hf_config.num_key_value_heads != hf_config.num_attention_heads:
+            raise ValueError("grouped-query attention (num_key_value_heads < num_attention_heads) has no minillm form")
+        if getattr(hf_config, "attention_bias", False) or getattr(hf_config, "mlp_bias", False):
+            raise ValueError("Llama models with biases have no minillm llama-style form")
+        rope = getattr(hf_config, "rope_parameters", None) or {}
+        base = rope.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+        if rope.get("rope_type", "default") != "default":
+            raise ValueError(f"RoPE scaling {rope.get('rope_type')!r} has no minillm form")
+        config = GPTConfig(
+            vocab_size=hf_config.vocab_size,
+            context_length=hf_config.max_position_embeddings,
+            n_layer=hf_config.num_hidden_layers,
+            n_head=hf_config.num_attention_heads,
+            d_model=hf_config.hidden_size,
+            d_ff=hf_config.intermediate_size,
+            norm_eps=hf_config.rms_norm_eps,
+            rope_base=float(base),
+            tie_embeddings=bool(hf_config.tie_word_embeddings),
+            **_LLAMA,
+        )
+        ours = {a: state[b] for a, b in _llama_names(config.n_layer)}
+        for i in range(config.n_layer):
+            parts = [state[f"model.layers.{i}.self_attn.{n}_proj.weight"] for n in "qkv"]
+            ours[f"blocks.{i}.attn.qkv.weight"] = torch.cat(parts, dim=0)
+    else:
+        raise ValueError(f"model type {hf_config.model_type!r} is not supported; use gpt2 or llama")
+    if config.tie_embeddings:
+        ours["lm_head.weight"] = ours["tok_emb.weight"]
+    else:
+        ours["lm_head.weight"] = state["lm_head.weight"]
+    model = GPT(config)
+    model.load_state_dict({k: v.detach().clone() for k, v in ours.items()})
+    return model.eval()

@@ -1,0 +1,108 @@
+"""Hugging Face interop: exported folders load with the Auto classes, logits and ids equal minillm's."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers", reason="transformers is part of the test extra")
+
+from minillm.data import load_jsonl, load_stories  # noqa: E402
+from minillm.interop import architecture_of, export_pretrained, import_pretrained  # noqa: E402
+from minillm.model import GPT, GPTConfig  # noqa: E402
+from minillm.paths import data_path  # noqa: E402
+from minillm.tokenizer import BPETokenizer  # noqa: E402
+
+LOGIT_TOL = 1e-4
+SPECIALS = ("<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+
+
+def _small(preset: str, **overrides) -> GPTConfig:
+    shape = dict(vocab_size=300, context_length=32, n_layer=2, n_head=4, d_model=64)
+    return GPTConfig.preset(preset, **{**shape, **overrides})
+
+
+def _perturb(model: torch.nn.Module) -> None:
+    """Give norms non-trivial gains and biases so a mix-up of any tensor would show in the logits."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+
+
+CASES = [
+    ("gpt2-style", {}),
+    ("gpt2-style", {"tie_embeddings": False}),
+    ("llama-style", {}),
+    ("llama-style", {"tie_embeddings": True}),
+]
+
+
+@pytest.mark.parametrize(("preset", "overrides"), CASES, ids=lambda x: str(x))
+def test_export_loads_with_automodel_and_logits_match(tmp_path, preset, overrides) -> None:
+    torch.manual_seed(0)
+    model = GPT(_small(preset, **overrides)).eval()
+    _perturb(model)
+    export_pretrained(model, tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    expected = {"gpt2-style": "GPT2LMHeadModel", "llama-style": "LlamaForCausalLM"}[preset]
+    assert type(hf).__name__ == expected
+    ids = torch.randint(0, 300, (3, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        diff = (hf(ids).logits - model(ids)).abs().max().item()
+    assert diff <= LOGIT_TOL, diff
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_import_from_a_random_transformers_model(kind) -> None:
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        cfg = transformers.GPT2Config(
+            vocab_size=300, n_positions=32, n_embd=64, n_layer=2, n_head=4, activation_function="gelu"
+        )
+        hf = transformers.GPT2LMHeadModel(cfg)
+    else:
+        cfg = transformers.LlamaConfig(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=160,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=32,
+        )
+        hf = transformers.LlamaForCausalLM(cfg)
+    hf.eval()
+    _perturb(hf)
+    ours = import_pretrained(hf)
+    assert architecture_of(ours.config) == kind
+    ids = torch.randint(0, 300, (2, 32), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        diff = (hf(ids).logits - ours(ids)).abs().max().item()
+    assert diff <= LOGIT_TOL, diff
+
+
+def test_unsupported_layouts_are_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="gpt2-style"):
+        export_pretrained(GPT(_small("gpt2-style", pos="rope")), tmp_path)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(ValueError, match="gelu_new"):
+        import_pretrained(hf)
+
+
+def test_exported_tokenizer_gives_the_same_ids_on_course_data(tmp_path) -> None:
+    stories = load_stories(data_path("stories_val.txt"))
+    tokenizer = BPETokenizer.train("\n\n".join(stories[:200]), vocab_size=400, special_tokens=SPECIALS)
+    model = GPT(_small("gpt2-style", vocab_size=tokenizer.vocab_size))
+    export_pretrained(model, tmp_path, tokenizer=tokenizer)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    sft = load_jsonl(data_path("sft_val.jsonl"))
+    texts = stories[200:] + [m["content"] for row in sft[:100] for m in row["messages"]]
+    texts.append("<|user|>Write a story.<|end|><|assistant|>Once upon a time<|endoftext|>")
+    for text in texts:
+        assert hf_tok.encode(text, add_special_tokens=False) == tokenizer.encode(text), text[:60]
+    assert hf_tok.eos_token_id == tokenizer.special_tokens["<|endoftext|>"]
