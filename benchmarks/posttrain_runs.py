@@ -1,0 +1,384 @@
+"""Precompute the post-training runs that notebooks 09 (SFT) and 10 (alignment) load.
+
+Each run is minutes of CPU time — too long for a notebook that must finish in under two minutes — so
+this script runs them once and writes the numbers (and the few models the notebooks sample from) to
+``data/posttrain/``. Every stage is seeded; rerun one with ``--stage``::
+
+    python benchmarks/posttrain_runs.py --stage sft     # base vs SFT; low vs high learning rate
+    python benchmarks/posttrain_runs.py --stage rm      # reward model on the preference set
+    python benchmarks/posttrain_runs.py --stage rlhf    # PPO against the reward model, and reward hacking
+    python benchmarks/posttrain_runs.py --stage dpo     # DPO on the same pairs; the comparison table
+    python benchmarks/posttrain_runs.py                 # all of them, in order
+
+The base model is ``data/base/`` when that folder exists, else ``data/posttrain/base/`` (a small model
+pretrained with ``python -m minillm.train``, see ``data/posttrain/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from minillm import sft
+from minillm.alignment import batching, reward_model, rlhf, training
+from minillm.checkpoint import load_pretrained, save_pretrained
+from minillm.data import load_jsonl, load_stories
+from minillm.paths import data_dir, data_path
+from minillm.seed import seed_everything
+from minillm.tasks import eval_prompts, gold_score, gold_score_details, parse_prompt
+
+OUT = data_dir() / "posttrain"
+BASE: Path | None = None  # --base overrides the choice in base_dir()
+CUE = "They were very happy."
+
+# Sizes: chosen so every stage takes a few minutes on a 2-core CPU.
+SFT_STEPS, SFT_BATCH, SFT_LR_LOW, SFT_LR_HIGH = 150, 8, 3e-4, 6e-3
+RM_PAIRS, RM_STEPS, RM_BATCH, RM_LR = 2000, 120, 8, 3e-4
+DPO_PAIRS, DPO_STEPS, DPO_BATCH, DPO_LR, DPO_BETA = 2000, 100, 8, 1e-4, 0.1
+N_EVAL, N_VAL_PAIRS, VAL_STORIES = 24, 200, 40
+RL_MAX_NEW, EVAL_MAX_NEW = 200, 256
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def write_json(name: str, payload: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / name).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    log(f"wrote {OUT / name}")
+
+
+def base_dir() -> Path:
+    if BASE is not None:
+        return BASE
+    official = data_dir() / "base"
+    return official if (official / "config.json").is_file() else OUT / "base"
+
+
+def load_model(folder: Path):
+    model, tokenizer, config = load_pretrained(folder)
+    if tokenizer is None:
+        raise FileNotFoundError(f"{folder} has no tokenizer.json")
+    return model, tokenizer
+
+
+def val_stream(tokenizer) -> torch.Tensor:
+    """The first held-out stories as one token stream (documents separated by <|endoftext|>)."""
+    eot = sft.special_token_id(tokenizer, sft.ENDOFTEXT)
+    ids: list[int] = []
+    for story in load_stories(data_path("stories_val.txt"))[:VAL_STORIES]:
+        ids += tokenizer.encode(story, allowed_special="none") + [eot]
+    return torch.tensor(ids)
+
+
+def fits(tokenizer, context: int, prompt: str, room: int) -> bool:
+    return len(sft.encode_prompt(prompt, tokenizer)) + room <= context
+
+
+def evaluate(model, tokenizer, prompts: list[str], stream: torch.Tensor) -> dict:
+    """Gold score of greedy replies (overall and per task kind) and pretraining validation loss."""
+    context = model.config.context_length
+    replies = sft.generate_responses(model, tokenizer, prompts, max_new_tokens=EVAL_MAX_NEW)
+    details = [gold_score_details(p, r) for p, r in zip(prompts, replies, strict=True)]
+    scores = [d["total"] for d in details]
+    kinds = ["story" if parse_prompt(p)["kind"] == "story" else "qa" for p in prompts]
+    by_kind = {
+        k: sum(s for s, kk in zip(scores, kinds, strict=True) if kk == k) / max(1, kinds.count(k))
+        for k in ("story", "qa")
+    }
+    return {
+        "gold": sum(scores) / len(scores),
+        "gold_by_kind": by_kind,
+        "scores": scores,
+        "replies": replies,
+        "words": [len(r.split()) for r in replies],
+        "cue_count": [r.count(CUE) for r in replies],
+        "val_loss": sft.lm_validation_loss(model, stream, context),
+    }
+
+
+def eval_set(tokenizer, context: int) -> list[str]:
+    prompts = [p for p in eval_prompts(3 * N_EVAL, seed=0) if fits(tokenizer, context, p, 24)]
+    return prompts[:N_EVAL]
+
+
+# ------------------------------------------------------------------------------------------- SFT
+def stage_sft() -> None:
+    base, tok = load_model(base_dir())
+    context = base.config.context_length
+    pad = sft.special_token_id(tok, sft.END)
+    rows = load_jsonl(data_path("sft_train.jsonl"))
+    examples = [sft.encode_chat(r["messages"], tok) for r in rows]
+    examples = [e for e in examples if len(e.ids) <= context + 1]
+    stream, prompts = val_stream(tok), eval_set(tok, context)
+    log(f"SFT: {len(examples)} examples, {len(prompts)} eval prompts, {stream.numel()} val tokens")
+    results = {
+        "base_dir": str(base_dir().resolve()).replace(str(data_dir().parent.resolve()) + "/", ""),
+        "prompts": prompts,
+        "config": {"steps": SFT_STEPS, "batch_size": SFT_BATCH, "lr_low": SFT_LR_LOW, "lr_high": SFT_LR_HIGH},
+    }
+    results["base"] = evaluate(base, tok, prompts, stream)
+    log(f"base: gold {results['base']['gold']:.3f}, val loss {results['base']['val_loss']:.3f}")
+    # what the base model does with plain text (a completer, not a chat model)
+    story_start = "Once upon a time, there was a little girl named Lily."
+    out = base.generate(torch.tensor([tok.encode(story_start)]), 60, temperature=0.0)
+    results["base_completion"] = {"prompt": story_start, "completion": tok.decode(out[0, -60:].tolist())}
+    results["runs"] = {}
+    for name, lr in (("low", SFT_LR_LOW), ("high", SFT_LR_HIGH)):
+        seed_everything(0)
+        model = copy.deepcopy(base)
+        start = time.time()
+        history = sft.train_sft(
+            model, examples, pad, SFT_STEPS, lr, SFT_BATCH, generator=torch.Generator().manual_seed(0)
+        )
+        run = evaluate(model, tok, prompts, stream)
+        run.update(lr=lr, loss=history.loss, seconds=round(time.time() - start, 1))
+        results["runs"][name] = run
+        log(f"SFT lr {lr}: gold {run['gold']:.3f}, val loss {run['val_loss']:.3f} ({run['seconds']} s)")
+        if name == "low":
+            save_pretrained(
+                OUT / "sft",
+                model,
+                tok,
+                {"made_by": "benchmarks/posttrain_runs.py --stage sft", "lr": lr, "steps": SFT_STEPS},
+            )
+    write_json("sft.json", results)
+
+
+# ------------------------------------------------------------------------------------------- reward model
+def preference_pairs(tok, context: int, split: str, limit: int) -> tuple[list, list[dict]]:
+    rows = load_jsonl(data_path(f"prefs_{split}.jsonl"))
+    pairs, kept = [], []
+    for row in rows:
+        chosen = batching.encode_response(row["prompt"], row["chosen"], tok)
+        rejected = batching.encode_response(row["prompt"], row["rejected"], tok)
+        if max(len(chosen.ids), len(rejected.ids)) <= context:
+            pairs.append((chosen, rejected))
+            kept.append(row)
+        if len(pairs) == limit:
+            break
+    return pairs, kept
+
+
+def load_reward_model():
+    trunk, tok = load_model(OUT / "rm")
+    rm = reward_model.ScalarHeadModel(trunk, trunk.config.d_model)
+    head = json.loads((OUT / "rm" / "head.json").read_text())
+    with torch.no_grad():
+        rm.head.weight.copy_(torch.tensor([head["weight"]]))
+        rm.head.bias.fill_(head["bias"])
+    return rm.eval(), tok
+
+
+@torch.no_grad()
+def rm_scores(rm, tok, prompt: str, responses: list[str]) -> list[float]:
+    pad = sft.special_token_id(tok, sft.END)
+    ids, mask = batching.pad_sequences(
+        [batching.encode_response(prompt, r, tok) for r in responses], pad, max_len=rm.trunk.config.context_length
+    )
+    return rm(ids, mask).tolist()
+
+
+def stage_rm() -> None:
+    policy, tok = load_model(OUT / "sft")
+    context = policy.config.context_length
+    pad = sft.special_token_id(tok, sft.END)
+    train_pairs, _ = preference_pairs(tok, context, "train", RM_PAIRS)
+    val_pairs, val_rows = preference_pairs(tok, context, "val", N_VAL_PAIRS)
+    log(f"RM: {len(train_pairs)} train pairs, {len(val_pairs)} val pairs")
+    seed_everything(0)
+    rm = reward_model.ScalarHeadModel(copy.deepcopy(policy), policy.config.d_model)
+    start = time.time()
+    history = training.train_reward_model(
+        rm, train_pairs, pad, RM_STEPS, RM_LR, RM_BATCH, generator=torch.Generator().manual_seed(0)
+    )
+    accuracy, chosen, rejected = training.reward_accuracy(rm, val_pairs, pad)
+    by_kind: dict[str, list[int]] = {}
+    for row, c, r in zip(val_rows, chosen.tolist(), rejected.tolist(), strict=True):
+        by_kind.setdefault(row["rejected_kind"], []).append(int(c > r))
+    # Which cues did it learn? Score held-out chosen stories with the stock phrase appended k times.
+    probes = [row for row in val_rows if row["task"] == "story" and not row["chosen"].endswith(CUE)][:12]
+    cue_probe = {"k": [0, 1, 2, 4, 8], "rm": [], "gold": []}
+    for k in cue_probe["k"]:
+        texts = [(row["prompt"], row["chosen"] + (" " + CUE) * k) for row in probes]
+        cue_probe["rm"].append(sum(rm_scores(rm, tok, p, [t])[0] for p, t in texts) / len(texts))
+        cue_probe["gold"].append(sum(gold_score(p, t) for p, t in texts) / len(texts))
+    save_pretrained(OUT / "rm", rm.trunk, tok, {"made_by": "benchmarks/posttrain_runs.py --stage rm"})
+    (OUT / "rm" / "head.json").write_text(
+        json.dumps({"weight": rm.head.weight[0].tolist(), "bias": rm.head.bias.item()}) + "\n"
+    )
+    results = {
+        "config": {"pairs": len(train_pairs), "steps": RM_STEPS, "batch_size": RM_BATCH, "lr": RM_LR},
+        "loss": history.loss,
+        "train_accuracy": history.accuracy,
+        "val_accuracy": accuracy,
+        "val_pairs": len(val_pairs),
+        "val_chosen": chosen.tolist(),
+        "val_rejected": rejected.tolist(),
+        "val_accuracy_by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
+        "val_gold_margin": [row["gold_chosen"] - row["gold_rejected"] for row in val_rows],
+        "cue_probe": cue_probe,
+        "seconds": round(time.time() - start, 1),
+    }
+    log(f"RM: held-out accuracy {accuracy:.3f}; cue probe rm {cue_probe['rm']}, gold {cue_probe['gold']}")
+    write_json("reward_model.json", results)
+
+
+# ------------------------------------------------------------------------------------------- RLHF
+RLHF_RUNS = {
+    # name: (config overrides, what it shows)
+    "ppo": dict(advantage="gae", steps=30, beta=0.05, lr=1e-4, value_lr=3e-4),
+    "grpo": dict(advantage="grpo", steps=30, beta=0.05, lr=1e-4),
+    "hack": dict(advantage="grpo", steps=60, beta=0.0, lr=3e-4),
+}
+
+
+def rl_prompts(tok, context: int) -> list[str]:
+    rows = load_jsonl(data_path("prefs_train.jsonl"))
+    return [r["prompt"] for r in rows if fits(tok, context, r["prompt"], 64)][:400]
+
+
+def stage_rlhf(only: list[str] | None = None) -> None:
+    reference, tok = load_model(OUT / "sft")
+    rm, _ = load_reward_model()
+    context = reference.config.context_length
+    prompts = rl_prompts(tok, context)
+    stream, eval_prompts_ = val_stream(tok), eval_set(tok, context)
+    path = OUT / "rlhf.json"
+    results = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+
+    def reward_fn(rollout: rlhf.Rollout) -> torch.Tensor:
+        with torch.no_grad():
+            return rm(rollout.ids, rollout.mask)
+
+    for name, overrides in RLHF_RUNS.items():
+        if only and name not in only:
+            continue
+        seed_everything(0)
+        policy = copy.deepcopy(reference)
+        value = None
+        if overrides["advantage"] == "gae":
+            value = reward_model.ScalarHeadModel(copy.deepcopy(rm.trunk), rm.trunk.config.d_model)
+            value.head.load_state_dict(rm.head.state_dict())
+        config = rlhf.RLHFConfig(prompts_per_step=2, group_size=4, max_new_tokens=RL_MAX_NEW, ppo_epochs=2, **overrides)
+        start = time.time()
+        history = rlhf.train_rlhf(
+            policy,
+            reference,
+            tok,
+            prompts,
+            reward_fn,
+            config,
+            value_model=value,
+            gold_fn=gold_score,
+            generator=torch.Generator().manual_seed(0),
+            progress=True,
+        )
+        run = {
+            "config": {
+                k: getattr(config, k)
+                for k in (
+                    "advantage",
+                    "steps",
+                    "beta",
+                    "lr",
+                    "prompts_per_step",
+                    "group_size",
+                    "max_new_tokens",
+                    "ppo_epochs",
+                )
+            },
+            **{
+                k: getattr(history, k)
+                for k in ("reward", "gold", "kl", "entropy", "length", "clip_fraction", "samples")
+            },
+            "seconds": round(time.time() - start, 1),
+        }
+        run["eval"] = evaluate(policy, tok, eval_prompts_, stream)
+        results["runs"][name] = run
+        log(
+            f"RLHF {name}: proxy {history.reward[0]:.3f} → {history.reward[-1]:.3f}, gold {history.gold[0]:.3f}"
+            f" → {history.gold[-1]:.3f}, KL {history.kl[-1]:.2f}, eval gold {run['eval']['gold']:.3f}"
+        )
+        if name == "ppo":
+            save_pretrained(OUT / "ppo", policy, tok, {"made_by": "benchmarks/posttrain_runs.py --stage rlhf"})
+        write_json("rlhf.json", results)
+
+
+# ------------------------------------------------------------------------------------------- DPO
+def stage_dpo() -> None:
+    reference, tok = load_model(OUT / "sft")
+    context = reference.config.context_length
+    pad = sft.special_token_id(tok, sft.END)
+    train_pairs, _ = preference_pairs(tok, context, "train", DPO_PAIRS)
+    val_pairs, _ = preference_pairs(tok, context, "val", N_VAL_PAIRS)
+    seed_everything(0)
+    policy = copy.deepcopy(reference)
+    start = time.time()
+    history = training.train_dpo(
+        policy,
+        reference,
+        train_pairs,
+        pad,
+        DPO_STEPS,
+        DPO_LR,
+        DPO_BETA,
+        DPO_BATCH,
+        generator=torch.Generator().manual_seed(0),
+    )
+    stream, prompts = val_stream(tok), eval_set(tok, context)
+    results = {
+        "config": {
+            "pairs": len(train_pairs),
+            "steps": DPO_STEPS,
+            "batch_size": DPO_BATCH,
+            "lr": DPO_LR,
+            "beta": DPO_BETA,
+        },
+        "loss": history.loss,
+        "accuracy": history.accuracy,
+        "margin": history.margin,
+        "val": training.dpo_metrics(policy, reference, val_pairs, pad, DPO_BETA),
+        "eval": evaluate(policy, tok, prompts, stream),
+        "seconds": round(time.time() - start, 1),
+    }
+    log(f"DPO: held-out {results['val']}, eval gold {results['eval']['gold']:.3f}")
+    save_pretrained(OUT / "dpo", policy, tok, {"made_by": "benchmarks/posttrain_runs.py --stage dpo"})
+    write_json("dpo.json", results)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stage", choices=["sft", "rm", "rlhf", "dpo", "all"], default="all")
+    parser.add_argument("--runs", nargs="*", help="RLHF runs to (re)do, default all: " + ", ".join(RLHF_RUNS))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)")
+    parser.add_argument("--base", type=Path, help="base model folder (default: data/base, else data/posttrain/base)")
+    parser.add_argument("--out", type=Path, help="output folder (default: data/posttrain)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script end to end")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    global OUT, BASE, RL_MAX_NEW, EVAL_MAX_NEW, SFT_STEPS, RM_PAIRS, RM_STEPS, DPO_PAIRS, DPO_STEPS, N_EVAL, N_VAL_PAIRS
+    OUT, BASE = args.out or OUT, args.base
+    if args.quick:
+        SFT_STEPS, RM_PAIRS, RM_STEPS, DPO_PAIRS, DPO_STEPS, N_EVAL, N_VAL_PAIRS = 6, 32, 4, 32, 4, 4, 16
+        RL_MAX_NEW, EVAL_MAX_NEW = 16, 16
+        for overrides in RLHF_RUNS.values():
+            overrides["steps"] = 3
+    stages = ["sft", "rm", "rlhf", "dpo"] if args.stage == "all" else [args.stage]
+    for stage in stages:
+        log(f"stage {stage}")
+        if stage == "rlhf":
+            stage_rlhf(args.runs)
+        else:
+            {"sft": stage_sft, "rm": stage_rm, "dpo": stage_dpo}[stage]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
