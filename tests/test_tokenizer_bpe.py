@@ -94,6 +94,16 @@ def test_vocabulary_layout() -> None:
     assert tok.token_to_id(" the") == tok.encode(" the")[0]
 
 
+def test_constructible_from_vocab_and_merges() -> None:
+    tok = BPETokenizer.train(CORPORA["stories"], 300)
+    rebuilt = BPETokenizer.from_vocab_and_merges(tok.vocab, tok.merges, COURSE_SPECIAL_TOKENS)
+    assert rebuilt.encode(CORPORA["stories"]) == tok.encode(CORPORA["stories"])
+    shuffled = dict(tok.vocab)
+    shuffled[256], shuffled[257] = shuffled[257], shuffled[256]
+    with pytest.raises(ValueError, match="id layout"):
+        BPETokenizer.from_vocab_and_merges(shuffled, tok.merges, COURSE_SPECIAL_TOKENS)
+
+
 def test_special_tokens_are_never_merged() -> None:
     text = ("<|endoftext|>hello<|endoftext|>" * 50) + "<|user|>hi<|end|>" * 50
     tok = BPETokenizer.train(text, 320)

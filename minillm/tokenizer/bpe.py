@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,22 @@ class BPETokenizer:
         self._special_regex = special_regex(self._special)
         self._subset_regex: dict[frozenset[str], re.Pattern[str] | None] = {}
         self._cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_vocab_and_merges(
+        cls,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Iterable[str] = (),
+        pattern: str | None = "gpt2",
+    ) -> BPETokenizer:
+        """Build from a vocabulary (id → bytes) and merge list, checking that the vocabulary follows the
+        layout (bytes, then merge results, then special tokens); raises ValueError if it does not."""
+        tokenizer = cls(merges, special_tokens, pattern)
+        if dict(vocab) != tokenizer.vocab:
+            wrong = sorted(set(vocab.items()) ^ set(tokenizer.vocab.items()))[:3]
+            raise ValueError(f"vocab does not follow the id layout of these merges; e.g. {wrong}")
+        return tokenizer
 
     # ----------------------------------------------------------------------------------------- training
     @classmethod
