@@ -34,7 +34,8 @@ def awkward_text() -> str:
     rng = random.Random(0)
     pieces = course_text(30_000).split(" ")
     extras = ["  \n ", "<|endoftext|>", "it's", "\n\n\n", "1234567", "日本語", "x<|end|>y", "noSpacesHere" * 30, "\t"]
-    for _ in range(400):
+    extras += ["。\n日本語のテキスト\n", "end.\nNext", "\r\n", "a \n b", "x\n'll"]
+    for _ in range(600):
         pieces.insert(rng.randrange(len(pieces)), rng.choice(extras))
     return " ".join(pieces)
 
@@ -59,13 +60,23 @@ def test_encode_iterable_equals_encode(tok: BPETokenizer, chunk_chars: int) -> N
     assert list(tok.encode_iterable(iter([text]), chunk_chars=chunk_chars)) == expected
 
 
+def test_stream_chunks_cut_text_without_spaces_at_newlines() -> None:
+    lines = [f"日本語のテキスト{i}。\n" for i in range(2000)]
+    chunks = list(stream_chunks(lines, 100))
+    assert len(chunks) > 100 and max(len(c) for c in chunks) < 200
+    assert "".join(chunks) == "".join(lines)
+    text = "".join(lines)
+    for pattern in ("gpt2", "gpt4"):
+        assert [p for c in chunks for p in pretokenize(c, pattern)] == pretokenize(text, pattern)
+
+
 def test_encode_iterable_reads_paths_and_files(tok: BPETokenizer, tmp_path) -> None:
     text = awkward_text()
     path = tmp_path / "small.txt"
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(text.encode("utf-8"))
     expected = tok.encode(text)
     assert list(tok.encode_iterable(path)) == expected
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8", newline="") as handle:  # no newline translation: "\r\n" stays
         assert list(tok.encode_iterable(handle)) == expected
 
 

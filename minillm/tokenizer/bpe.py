@@ -63,7 +63,7 @@ def read_texts(data: str | os.PathLike | Iterable[str]) -> Iterator[str]:
     if isinstance(data, str) and not _names_file(data):
         yield data
     elif isinstance(data, (str, os.PathLike)):
-        with open(data, encoding="utf-8") as handle:
+        with open(data, encoding="utf-8", newline="") as handle:  # keep "\r\n" as it is in the file
             yield from handle
     elif isinstance(data, (bytes, bytearray)):
         raise TypeError("expected text (str), a path or an iterable of str; got bytes (decode them first)")

@@ -202,9 +202,13 @@ def split_on_specials(text: str, specials: re.Pattern[str] | None) -> Iterator[t
         yield text[pos:], False
 
 
-# A cut between "letter space" and "letter" (e.g. "cat| dog") leaves every pre-token of the built-in
-# patterns intact: the letter run before it ends at the space, and " dog" starts a piece either way.
-_SAFE_CUT = re.compile(r"(?<=[A-Za-z])(?= [A-Za-z])")
+# Two kinds of cut leave every pre-token of the built-in patterns intact:
+# * between "letter space" and "letter" (e.g. "cat| dog"): the letter run before it ends at the space, and
+#   " dog" starts a piece either way;
+# * after a newline that has a non-space on both sides ("end.\n|Next"): that newline ends a piece either
+#   way (alone, or glued to punctuation before it by the GPT-4 pattern), and nothing before it looks past it.
+# Python's \s is a superset of Unicode White_Space, so "[^\s]" is the cautious choice here.
+_SAFE_CUT = re.compile(r"(?<=[A-Za-z])(?= [A-Za-z])|(?<=[^\s]\n)(?=[^\s])")
 
 
 def stream_chunks(
@@ -214,8 +218,9 @@ def stream_chunks(
 
     Pre-tokenizing the chunks one by one gives the same pieces as pre-tokenizing the whole stream, so a
     file can be processed with memory bounded by the chunk size rather than the file size. A cut is
-    placed only between an ASCII letter and " <ASCII letter>", and never inside a special token. If no
-    such place turns up (a stream without spaces), the buffer grows until one does or the stream ends.
+    placed only between an ASCII letter and " <ASCII letter>", or after a newline with non-space
+    characters on both sides, and never inside a special token. If no such place turns up, the buffer
+    grows until one does or the stream ends (each part of it is searched once).
     """
     if chunk_chars < 1:
         raise ValueError(f"chunk_chars must be positive, got {chunk_chars}")
@@ -223,6 +228,7 @@ def stream_chunks(
     specials = special_regex(special_tokens)
     parts: list[str] = []
     size = 0
+    searched = 0  # the buffer before this index holds no usable cut
     for text in texts:
         if not isinstance(text, str):
             raise TypeError(f"expected an iterable of str, got an item of type {type(text).__name__}")
@@ -231,29 +237,35 @@ def stream_chunks(
         if size < chunk_chars:
             continue
         buffer = "".join(parts)
-        cut = _find_cut(buffer, specials, longest_special)
+        cut = _find_cut(buffer, specials, longest_special, searched)
         if cut is None:
-            parts = [buffer]
+            parts, searched = [buffer], max(0, len(buffer) - longest_special - 2)
             continue
         yield buffer[:cut]
         rest = buffer[cut:]
-        parts, size = [rest], len(rest)
+        parts, size, searched = [rest], len(rest), 0
     tail = "".join(parts)
     if tail:
         yield tail
 
 
-def _find_cut(buffer: str, specials: re.Pattern[str] | None, longest_special: int) -> int | None:
-    """The last safe cut position in ``buffer`` (see :func:`stream_chunks`), or None."""
-    end = len(buffer)
+def _find_cut(buffer: str, specials: re.Pattern[str] | None, longest_special: int, lowest: int = 0) -> int | None:
+    """The last safe cut position in ``buffer[lowest:]`` (see :func:`stream_chunks`), or None.
+
+    Cuts closer to the end than the longest special token are not taken: a special token could be
+    arriving there only in part.
+    """
+    end = len(buffer) - longest_special
+    if end <= lowest:
+        return None
     while True:
-        # search backwards in growing windows so a cut near the end is found cheaply
-        window_start = max(0, end - 4096)
+        # search backwards in windows so a cut near the end is found cheaply
+        window_start = max(lowest, end - 4096)
         cuts = [m.start() for m in _SAFE_CUT.finditer(buffer, window_start, end)]
         for cut in reversed(cuts):
             if cut == 0 or not _inside_special(buffer, cut, specials, longest_special):
                 return cut if cut > 0 else None
-        if window_start == 0:
+        if window_start == lowest:
             return None
         end = window_start + 2
 
