@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from minillm.tokenizer import BPETokenizer, train_bpe_naive
 from minillm.tokenizer.hf_export import byte_to_unicode, to_tokenizers
-from minillm.tokenizer.pretokenize import compile_pattern
+from minillm.tokenizer.pretokenize import compile_pattern, pretokenize
 
 SPECIALS = ["<|endoftext|>"]
 
@@ -49,10 +50,26 @@ def hf_train(text: str, vocab_size: int) -> tuple[Tokenizer, list[tuple[bytes, b
     return hf, merges
 
 
-def first_difference(ours: list, theirs: list) -> str:
+def pair_count_after(text: str, merges: list[tuple[bytes, bytes]], pairs: list[tuple[bytes, bytes]]) -> list[int]:
+    """How often each of ``pairs`` occurs as adjacent tokens once ``merges`` are applied to ``text``."""
+    partial = BPETokenizer(merges, special_tokens=())
+    counts = dict.fromkeys(pairs, 0)
+    for word, n in Counter(pretokenize(text)).items():
+        tokens = [partial.id_to_token(i) for i in partial.encode_ordinary(word)]
+        for pair in zip(tokens, tokens[1:], strict=False):
+            if pair in counts:
+                counts[pair] += n
+    return [counts[p] for p in pairs]
+
+
+def first_difference(ours: list, theirs: list, text: str | None = None) -> str:
     for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
         if a != b:
-            return f"differ first at merge {i}: ours {a!r}, theirs {b!r}"
+            note = ""
+            if text is not None:  # were the two pairs equally frequent at that point?
+                count_a, count_b = pair_count_after(text, ours[:i], [a, b])
+                note = f" (counts then: {count_a} vs {count_b}{', a tie' if count_a == count_b else ''})"
+            return f"differ first at merge {i}: ours {a!r}, theirs {b!r}{note}"
     if len(ours) != len(theirs):
         return f"agree on the first {min(len(ours), len(theirs))}, lengths {len(ours)} vs {len(theirs)}"
     return f"identical ({len(ours)} merges)"
@@ -64,7 +81,7 @@ def bench_training(text: str, label: str, sizes: list[int], naive_sizes: list[in
     for vocab_size in sizes:
         ours, t_ours = timed(BPETokenizer.train, text, vocab_size, special_tokens=SPECIALS)
         (_, hf_merges), t_hf = timed(hf_train, text, vocab_size)
-        versus_hf = first_difference(ours.merges, hf_merges)
+        versus_hf = first_difference(ours.merges, hf_merges, text)
         print(
             f"vocab {vocab_size:5d}: minillm {t_ours:7.2f} s | tokenizers {t_hf:6.2f} s | "
             f"minillm/tokenizers = {t_ours / t_hf:5.2f}x | merges vs tokenizers: {versus_hf}"
