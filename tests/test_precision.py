@@ -28,6 +28,15 @@ from minillm.precision import (
 )
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run as fast on one thread, and do not crawl when other jobs share the CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def test_format_table_matches_closed_forms_and_published_values():
     table = {f.name: f for f in format_table()}
     assert list(table)[:3] == ["float32", "float16", "bfloat16"]

@@ -12,6 +12,8 @@ shard; :meth:`gather_grads` reassembles them for comparison with the unsplit lay
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -86,7 +88,13 @@ class RowParallelLinear:
 class TensorParallelMLP:
     """Megatron MLP: column-parallel ``fc`` → GELU on each rank's slice → row-parallel ``proj``."""
 
-    def __init__(self, fc: nn.Module, proj: nn.Module, world_size: int, activation=F.gelu) -> None:
+    def __init__(
+        self,
+        fc: nn.Module,
+        proj: nn.Module,
+        world_size: int,
+        activation: Callable[[torch.Tensor], torch.Tensor] = F.gelu,
+    ) -> None:
         self.fc = ColumnParallelLinear(fc, world_size)
         self.proj = RowParallelLinear(proj, world_size)
         self.activation = activation
