@@ -104,7 +104,7 @@ def build_model(config: TrainConfig, vocab_size: int) -> GPT:
 def write_history(history: list[dict], out_dir: Path) -> None:
     """``history.json`` (a list of records) and ``history.csv`` (one row per step, blanks where absent)."""
     (out_dir / "history.json").write_text(json.dumps(history, indent=1) + "\n", encoding="utf-8")
-    columns = ["step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "skipped"]
+    columns = ["step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "seconds", "skipped"]
     with open(out_dir / "history.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -205,9 +205,7 @@ def run(config: TrainConfig, resume: bool = False) -> dict:
     trainer = Trainer(model, config, train_tokens, val_tokens, device=device, dist_ctx=ctx)
     if resuming:
         trainer.load(checkpoint_path)
-    train_started = time.perf_counter()
     trainer.run(checkpoint_path=checkpoint_path)
-    train_seconds = time.perf_counter() - train_started
 
     metrics: dict = {}
     if ctx.is_main:
@@ -220,8 +218,9 @@ def run(config: TrainConfig, resume: bool = False) -> dict:
             "train_tokens": int(len(train_tokens)),
             "final_train_loss": history[-1]["loss"] if history else None,
             "val_loss": val_loss,
-            "train_seconds": round(train_seconds, 1),
-            "total_seconds": round(time.perf_counter() - started, 1),
+            # time spent in training steps (all resumed segments; evaluation excluded)
+            "train_seconds": round(sum(r.get("seconds", 0.0) for r in history), 1),
+            "total_seconds_this_session": round(time.perf_counter() - started, 1),
             "tokens_per_s": round(float(np.median([r["tokens_per_s"] for r in history])), 1) if history else None,
             "world_size": ctx.world_size,
         }

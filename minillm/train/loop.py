@@ -146,6 +146,7 @@ class Trainer:
                 "lower the learning rate, or set on_nonfinite='skip' to skip such steps"
             )
         seconds = time.perf_counter() - start
+        record["seconds"] = seconds
         record["tokens_per_s"] = c.tokens_per_step / seconds
         self.step += 1
         return record
