@@ -122,3 +122,38 @@ def test_version_tuples_ignore_local_and_pre_release_suffixes(version, expected)
     from minillm.notebook import _version_tuple
 
     assert _version_tuple(version) == expected
+
+
+def test_readme_has_a_colab_badge_built_from_repo_url_for_every_notebook() -> None:
+    readme = (ROOT / "README.md").read_text()
+    slug = REPO_URL.split("github.com/")[1]
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        url = f"https://colab.research.google.com/github/{slug}/blob/main/notebooks/{notebook.name}"
+        assert f"]({url})" in readme, notebook.name
+
+
+def test_set_repo_url_rewrites_every_copy(tmp_path, monkeypatch) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    for part in ("minillm/notebook.py", "README.md", "notebooks", "scripts"):
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / part)
+        else:
+            (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, tmp_path / part)
+    new = "https://github.com/someone/fork-of-minillm"
+    subprocess.run(
+        [sys.executable, str(tmp_path / "scripts" / "set_repo_url.py"), new], check=True, capture_output=True
+    )
+    everything = "".join(
+        p.read_text() for p in tmp_path.rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".ipynb"}
+    )
+    old_slug = REPO_URL.split("github.com/")[1]
+    assert f"/{old_slug}" not in everything.replace("scripts/set_repo_url.py", "")
+    assert f'REPO_URL = "{new}"' in (tmp_path / "minillm" / "notebook.py").read_text()
+    assert (
+        "github/someone/fork-of-minillm/blob/main/notebooks/00_start_here.ipynb" in (tmp_path / "README.md").read_text()
+    )

@@ -1,0 +1,310 @@
+"""The phases of ``python -m minillm``, each a function of a :class:`Run` that writes under ``run.folder``.
+
+A phase is complete when its ``done.json`` exists (written last, atomically); rerunning skips it and reads
+its metrics back. Pretraining also keeps a resume checkpoint, so an interrupted run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from minillm.alignment.batching import encode_response
+from minillm.alignment.logprobs import masked_sum, token_logprobs
+from minillm.alignment.reward_model import ScalarHeadModel
+from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
+from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
+from minillm.checkpoint import load_pretrained, save_pretrained
+from minillm.data import load_jsonl, load_stories
+from minillm.model import GPT
+from minillm.pipeline.presets import PipelinePreset
+from minillm.seed import seed_everything
+from minillm.sft import END, encode_chat, generate_responses, special_token_id, train_sft
+from minillm.tasks import eval_prompts, gold_score
+from minillm.tokenizer import BPETokenizer
+from minillm.train import TrainConfig, Trainer, prepare_tokens, train_tokenizer
+from minillm.train.cli import build_model, sample_stories, write_history
+
+PHASES = ("tokenizer", "pretrain", "sft", "align", "eval")
+
+
+@dataclass
+class Run:
+    """Where a run writes, what it reads, and how big it is."""
+
+    folder: Path
+    preset: PipelinePreset
+    train_file: Path
+    val_file: Path
+    sft_file: Path
+    prefs_file: Path
+    algorithm: str = "dpo"  # or "ppo"
+    device: torch.device = torch.device("cpu")
+    seed: int = 0
+    progress: bool = True
+
+    def phase_dir(self, phase: str) -> Path:
+        return self.folder / phase
+
+    def train_config(self) -> TrainConfig:
+        p = self.preset
+        return TrainConfig(
+            train_file=str(self.train_file),
+            val_file=str(self.val_file),
+            out_dir=str(self.phase_dir("pretrain") / "model"),
+            work_dir=str(self.phase_dir("pretrain") / "work"),
+            vocab_size=p.vocab_size,
+            tokenizer_train_chars=p.tokenizer_train_chars,
+            preset=p.preset,
+            n_layer=p.n_layer,
+            n_head=p.n_head,
+            d_model=p.d_model,
+            context_length=p.context_length,
+            batch_size=p.batch_size,
+            max_steps=p.max_steps,
+            lr=p.lr,
+            min_lr=p.lr / 10,
+            warmup_steps=p.warmup_steps,
+            eval_interval=p.eval_interval,
+            checkpoint_interval=p.checkpoint_interval,
+            seed=self.seed,
+            progress=self.progress,
+        )
+
+
+def is_done(run: Run, phase: str) -> bool:
+    return (run.phase_dir(phase) / "done.json").is_file()
+
+
+def read_done(run: Run, phase: str) -> dict:
+    return json.loads((run.phase_dir(phase) / "done.json").read_text(encoding="utf-8"))
+
+
+def _write_json(path: Path, data: dict | list) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a half-written done.json never marks a phase complete
+
+
+def run_phase(run: Run, phase: str, body: Callable[[Run], dict]) -> dict:
+    """Run ``body`` unless the phase is already complete; record its metrics and wall time in done.json."""
+    if is_done(run, phase):
+        print(f"[{phase}] already complete — skipped")
+        return read_done(run, phase)
+    print(f"[{phase}] running")
+    run.phase_dir(phase).mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    metrics = body(run)
+    metrics["seconds"] = round(time.perf_counter() - started, 1)
+    _write_json(run.phase_dir(phase) / "done.json", metrics)
+    return metrics
+
+
+def _tokenizer(run: Run) -> BPETokenizer:
+    return BPETokenizer.load(run.phase_dir("tokenizer") / "tokenizer.json")
+
+
+def _load_model(run: Run, phase: str) -> GPT:
+    model, _, _ = load_pretrained(run.phase_dir(phase) / "model", device=run.device)
+    return model
+
+
+# ------------------------------------------------------------------------------------------- phases
+
+
+def tokenizer_phase(run: Run) -> dict:
+    tokenizer = train_tokenizer(run.train_config())
+    tokenizer.save(run.phase_dir("tokenizer") / "tokenizer.json")
+    sample = load_stories(run.val_file)[0]
+    return {
+        "vocab_size": tokenizer.vocab_size,
+        "bytes_per_token": round(len(sample.encode()) / len(tokenizer.encode(sample)), 3),
+    }
+
+
+def pretrain_phase(run: Run) -> dict:
+    config, tokenizer = run.train_config(), _tokenizer(run)
+    work = Path(config.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    train_tokens, val_tokens = prepare_tokens(config, tokenizer, work)
+    trainer = Trainer(build_model(config, tokenizer.vocab_size), config, train_tokens, val_tokens, device=run.device)
+    checkpoint = work / "checkpoint.pt"
+    if checkpoint.is_file():
+        trainer.load(checkpoint)
+        print(f"[pretrain] resuming from step {trainer.step}")
+    trainer.run(checkpoint_path=checkpoint)
+    val_loss = trainer.evaluate()
+    samples = sample_stories(trainer.raw_model, tokenizer, n=2, max_new_tokens=120, seed=run.seed)
+    metrics = {
+        "parameters": trainer.raw_model.num_parameters(),
+        "steps": trainer.step,
+        "tokens_seen": trainer.step * config.tokens_per_step,
+        "final_train_loss": round(trainer.history[-1]["loss"], 4),
+        "val_loss": round(val_loss, 4),
+        "tokens_per_s": round(sorted(r["tokens_per_s"] for r in trainer.history)[len(trainer.history) // 2], 1),
+        "samples": samples,
+    }
+    save_pretrained(Path(config.out_dir), trainer.raw_model, tokenizer, {"train": config.to_dict(), "metrics": metrics})
+    write_history(trainer.history, run.phase_dir("pretrain"))
+    return metrics
+
+
+def _fits(ids: list[int], context: int) -> bool:
+    return len(ids) <= context
+
+
+def sft_phase(run: Run) -> dict:
+    seed_everything(run.seed)
+    tokenizer, model = _tokenizer(run), _load_model(run, "pretrain")
+    context = model.config.context_length
+    rows = load_jsonl(run.sft_file, required=("messages",))
+    examples = [e for e in (encode_chat(r["messages"], tokenizer) for r in rows) if _fits(e.ids, context + 1)]
+    p = run.preset
+    history = train_sft(
+        model,
+        examples,
+        pad_id=special_token_id(tokenizer, END),
+        steps=p.sft_steps,
+        lr=p.sft_lr,
+        batch_size=p.sft_batch_size,
+        generator=torch.Generator().manual_seed(run.seed),
+        progress=run.progress,
+    )
+    save_pretrained(run.phase_dir("sft") / "model", model, tokenizer, {"sft": p.to_dict()})
+    _write_json(run.phase_dir("sft") / "history.json", {"loss": history.loss})
+    return {
+        "examples": len(examples),
+        "dropped_too_long": len(rows) - len(examples),
+        "first_loss": round(history.loss[0], 4),
+        "last_loss": round(history.loss[-1], 4),
+    }
+
+
+def _preference_pairs(run: Run, tokenizer: BPETokenizer, context: int) -> list:
+    pairs = []
+    for row in load_jsonl(run.prefs_file, required=("prompt", "chosen", "rejected")):
+        chosen = encode_response(row["prompt"], row["chosen"], tokenizer)
+        rejected = encode_response(row["prompt"], row["rejected"], tokenizer)
+        if _fits(chosen.ids, context) and _fits(rejected.ids, context):
+            pairs.append((chosen, rejected))
+    return pairs
+
+
+def align_phase(run: Run) -> dict:
+    seed_everything(run.seed)
+    tokenizer, policy = _tokenizer(run), _load_model(run, "sft")
+    reference = copy.deepcopy(policy).eval()
+    pad_id, p = special_token_id(tokenizer, END), run.preset
+    pairs = _preference_pairs(run, tokenizer, policy.config.context_length)
+    held_out, train_pairs = pairs[:128], pairs[128:]
+    generator = torch.Generator().manual_seed(run.seed)
+    metrics: dict = {"algorithm": run.algorithm, "pairs": len(train_pairs)}
+    if run.algorithm == "dpo":
+        history = train_dpo(
+            policy,
+            reference,
+            train_pairs,
+            pad_id,
+            steps=p.dpo_steps,
+            lr=p.dpo_lr,
+            beta=p.dpo_beta,
+            batch_size=8,
+            generator=generator,
+            progress=run.progress,
+        )
+        held = dpo_metrics(policy, reference, held_out, pad_id, beta=p.dpo_beta)
+        metrics.update(
+            {
+                "first_loss": round(history.loss[0], 4),
+                "last_loss": round(history.loss[-1], 4),
+                **{f"held_out_{k}": round(v, 4) for k, v in held.items()},
+            }
+        )
+        _write_json(
+            run.phase_dir("align") / "history.json",
+            {"loss": history.loss, "accuracy": history.accuracy, "margin": history.margin},
+        )
+    else:
+        reward_model = ScalarHeadModel(copy.deepcopy(reference), policy.config.d_model).to(run.device)
+        train_reward_model(
+            reward_model,
+            train_pairs,
+            pad_id,
+            steps=p.reward_model_steps,
+            lr=1e-4,
+            batch_size=8,
+            generator=generator,
+            progress=run.progress,
+        )
+        accuracy, _, _ = reward_accuracy(reward_model, held_out, pad_id)
+        value_model = copy.deepcopy(reward_model)
+        prompts = eval_prompts(256, seed=run.seed + 1)
+        config = RLHFConfig(
+            advantage="gae", steps=p.ppo_steps, lr=p.ppo_lr, beta=p.ppo_beta, max_new_tokens=p.max_new_tokens
+        )
+        reward_fn = lambda rollout: reward_model(rollout.ids, rollout.mask)  # noqa: E731  (called under no_grad)
+        history = train_rlhf(
+            policy,
+            reference,
+            tokenizer,
+            prompts,
+            reward_fn,
+            config,
+            value_model=value_model,
+            gold_fn=gold_score,
+            generator=generator,
+            progress=run.progress,
+        )
+        metrics.update(
+            {
+                "reward_model_accuracy": round(accuracy, 4),
+                "first_reward": round(history.reward[0], 4),
+                "last_reward": round(history.reward[-1], 4),
+                "last_kl": round(history.kl[-1], 4),
+            }
+        )
+        _write_json(
+            run.phase_dir("align") / "history.json", {"reward": history.reward, "gold": history.gold, "kl": history.kl}
+        )
+    save_pretrained(run.phase_dir("align") / "model", policy, tokenizer, {"align": metrics})
+    return metrics
+
+
+@torch.no_grad()
+def kl_to_reference(
+    policy: GPT, reference: GPT, tokenizer: BPETokenizer, prompts: list[str], max_new_tokens: int, seed: int
+) -> float:
+    """Mean over prompts of Σ_t [log π(y_t) − log π_ref(y_t)] on responses sampled from ``policy`` (k1)."""
+    generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed)
+    rollout = sample_rollouts(
+        policy, tokenizer, prompts, group_size=1, max_new_tokens=max_new_tokens, generator=generator
+    )
+    mask = rollout.mask[:, 1:]
+    diff = token_logprobs(policy(rollout.ids), rollout.ids) - token_logprobs(reference(rollout.ids), rollout.ids)
+    return masked_sum(diff, mask, dim=1).mean().item()
+
+
+def eval_phase(run: Run) -> dict:
+    seed_everything(run.seed)
+    tokenizer, p = _tokenizer(run), run.preset
+    prompts = eval_prompts(p.eval_prompts, seed=10_000 + run.seed)
+    reference = _load_model(run, "sft")
+    results: dict = {"prompts": prompts[:3]}
+    for phase in ("pretrain", "sft", "align"):
+        model = _load_model(run, phase)
+        replies = generate_responses(model, tokenizer, prompts, max_new_tokens=p.max_new_tokens)
+        scores = [gold_score(q, r) for q, r in zip(prompts, replies, strict=True)]
+        kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.max_new_tokens, run.seed)
+        results[phase] = {
+            "gold": round(sum(scores) / len(scores), 4),
+            "kl_to_sft": round(kl, 3),
+            "replies": replies[:3],
+        }
+    return results

@@ -1,0 +1,98 @@
+"""The run report: ``report.md`` with a table per phase and samples, and PNG plots beside it.
+
+Plotting lives here, at the top of the library, never in a concept module; matplotlib is imported lazily
+and uses the headless Agg backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _history(folder: Path, name: str = "history.json"):
+    path = folder / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _plots(folder: Path, metrics: dict) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    pre = _history(folder / "pretrain") or []
+    axes[0].plot([r["step"] for r in pre], [r["loss"] for r in pre], label="train", lw=1)
+    val = [r for r in pre if r.get("val_loss") is not None]
+    axes[0].plot([r["step"] for r in val], [r["val_loss"] for r in val], "o-", label="validation")
+    axes[0].set(title="pretraining", xlabel="step", ylabel="cross-entropy (nats/token)")
+    axes[0].legend()
+    sft = _history(folder / "sft") or {"loss": []}
+    axes[1].plot(sft["loss"], lw=1)
+    axes[1].set(title="supervised fine-tuning", xlabel="step", ylabel="response-token loss")
+    align = _history(folder / "align") or {}
+    key = "loss" if "loss" in align else "reward"
+    axes[2].plot(align.get(key, []), lw=1)
+    axes[2].set(title=f"preference optimisation ({metrics['align']['algorithm']})", xlabel="step", ylabel=key)
+    fig.tight_layout()
+    fig.savefig(folder / "loss_curves.png", dpi=90)
+    written.append("loss_curves.png")
+
+    evaluation = metrics["eval"]
+    phases = ["pretrain", "sft", "align"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax1.bar(phases, [evaluation[p]["gold"] for p in phases], color=["#999", "#4c72b0", "#dd8452"])
+    ax1.set(title="gold score after each phase", ylabel="mean gold score (0-1)", ylim=(0, 1))
+    for p in phases:
+        ax2.scatter(evaluation[p]["kl_to_sft"], evaluation[p]["gold"], s=60, label=p)
+    if "kl" in align:
+        ax2.plot(align["kl"], align["gold"], ".-", alpha=0.5, label="PPO steps")
+    ax2.set(
+        title="gold score vs KL to the SFT model", xlabel="KL(model ‖ SFT) per response (nats)", ylabel="gold score"
+    )
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(folder / "gold_and_kl.png", dpi=90)
+    written.append("gold_and_kl.png")
+    plt.close("all")
+    return written
+
+
+def _table(rows: dict) -> str:
+    lines = ["| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows.items() if not isinstance(v, list | dict)]
+    return "\n".join(lines)
+
+
+def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
+    """Write ``report.md`` and the plots; returns the report's path."""
+    plots = _plots(folder, metrics)
+    evaluation = metrics["eval"]
+    parts = [
+        "# minillm pipeline report",
+        "",
+        f"Preset `{settings['preset']}`, preference optimisation `{settings['algorithm']}`, "
+        f"pretraining text `{settings['train_file']}`, device `{settings['device']}`.",
+        "",
+        "## Summary",
+        "",
+        "| phase | gold score | KL to SFT | seconds |",
+        "|---|---|---|---|",
+    ]
+    for phase, label in (("pretrain", "base model"), ("sft", "after SFT"), ("align", "after alignment")):
+        e = evaluation[phase]
+        parts.append(f"| {label} | {e['gold']:.3f} | {e['kl_to_sft']:.2f} | {metrics[phase]['seconds']} |")
+    for phase in ("tokenizer", "pretrain", "sft", "align"):
+        parts += ["", f"## {phase}", "", _table(metrics[phase])]
+    parts += ["", "## Samples", "", "Pretrained model, from `<|endoftext|>`:", ""]
+    parts += [f"> {s}" for s in metrics["pretrain"].get("samples", [])]
+    for i, prompt in enumerate(evaluation["prompts"]):
+        parts += ["", f"**Prompt:** {prompt!r}", ""]
+        for phase in ("pretrain", "sft", "align"):
+            parts.append(f"- *{phase}:* {evaluation[phase]['replies'][i]!r}")
+    parts += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    report = folder / "report.md"
+    report.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return report
