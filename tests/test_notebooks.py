@@ -55,3 +55,12 @@ def test_notebook_starts_with_the_setup_cell(path: Path) -> None:
     assert "from minillm.notebook import setup" in first
     assert REPO_URL in first, f"{path.name}: the setup cell must clone {REPO_URL}"
     assert "pip install" in first and "torch" not in first.split("pip install", 1)[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercises_have_solutions_that_check_themselves(path: Path) -> None:
+    """Solution cells are ordinary code cells, so nbval runs them; each must assert its answer."""
+    solutions = [c for c in _code_cells(path) if "solution" in c.get("metadata", {}).get("tags", [])]
+    assert solutions, f"{path.name}: no exercise solution cell (tag 'solution')"
+    for cell in solutions:
+        assert "assert" in "".join(cell["source"]), f"{path.name}: solution cell {cell.get('execution_count')}"

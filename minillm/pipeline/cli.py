@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -121,5 +120,10 @@ def main(argv: list[str] | None = None) -> dict:
     return metrics
 
 
+def console() -> None:
+    """The ``minillm`` console script (returns nothing, so the exit status is 0 on success)."""
+    main()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main(sys.argv[1:])
+    console()
