@@ -237,6 +237,7 @@ RLHF_RUNS = {
     "ppo": dict(advantage="gae", steps=30, beta=0.05, lr=1e-4, value_lr=3e-4),
     "grpo": dict(advantage="grpo", steps=30, beta=0.05, lr=1e-4),
     "hack": dict(advantage="grpo", steps=60, beta=0.0, lr=3e-4),
+    "ppo_gentle": dict(advantage="gae", steps=30, beta=0.1, lr=3e-5, value_lr=3e-4),
 }
 
 
