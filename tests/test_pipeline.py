@@ -1,0 +1,105 @@
+"""``python -m minillm``: the tiny preset runs every phase and writes the report; reruns skip finished phases,
+an interrupted pretraining resumes from its checkpoint, and bad input fails before any work starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minillm.pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--preset", "tiny", "--no-progress", "--threads", "2"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("pipeline") / "run"
+    return folder, main([*ARGS, "--run-dir", str(folder)])
+
+
+@pytest.mark.slow
+def test_tiny_preset_runs_every_phase_and_writes_the_report(tiny_run) -> None:
+    folder, metrics = tiny_run
+    for phase in ("tokenizer", "pretrain", "sft", "align", "eval"):
+        assert (folder / phase / "done.json").is_file(), phase
+    for phase in ("pretrain", "sft", "align"):
+        assert (folder / phase / "model" / "model.safetensors").is_file(), phase
+    report = (folder / "report.md").read_text()
+    for heading in ("## Summary", "## pretrain", "## sft", "## align", "## Samples", "## Plots"):
+        assert heading in report
+    for plot in ("loss_curves.png", "gold_and_kl.png"):
+        assert (folder / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pre = metrics["pretrain"]
+    assert pre["val_loss"] < 6.0 < 6.93  # well below ln(1024) ≈ 6.93, the loss of a uniform guess
+    assert metrics["sft"]["last_loss"] < metrics["sft"]["first_loss"]
+    assert metrics["align"]["algorithm"] == "dpo" and metrics["align"]["pairs"] > 1000
+    for phase in ("pretrain", "sft", "align"):
+        assert 0.0 <= metrics["eval"][phase]["gold"] <= 1.0
+    assert metrics["eval"]["sft"]["kl_to_sft"] == pytest.approx(0.0, abs=1e-4)  # the reference itself
+
+
+@pytest.mark.slow
+def test_rerun_skips_finished_phases_and_resume_continues_pretraining(tiny_run, capsys) -> None:
+    folder, first = tiny_run
+    capsys.readouterr()
+    again = main([*ARGS, "--run-dir", str(folder)])
+    out = capsys.readouterr().out
+    assert out.count("already complete") == 5
+    assert again["eval"] == first["eval"]
+    # An interruption after the last checkpoint: pretraining resumes there instead of starting over.
+    (folder / "pretrain" / "done.json").unlink()
+    shutil.rmtree(folder / "pretrain" / "model")
+    for later in ("sft", "align", "eval"):
+        shutil.rmtree(folder / later)
+    resumed = main([*ARGS, "--run-dir", str(folder)])
+    out = capsys.readouterr().out
+    assert "resuming from step 150" in out
+    assert resumed["pretrain"]["val_loss"] == first["pretrain"]["val_loss"]
+    assert resumed["eval"]["sft"]["gold"] == first["eval"]["sft"]["gold"]
+
+
+@pytest.mark.slow
+def test_ppo_is_one_flag_away(tiny_run, tmp_path) -> None:
+    folder, _ = tiny_run
+    ppo = tmp_path / "ppo"
+    for phase in ("tokenizer", "pretrain", "sft"):
+        shutil.copytree(folder / phase, ppo / phase)
+    metrics = main([*ARGS, "--run-dir", str(ppo), "--algorithm", "ppo"])
+    assert metrics["align"]["algorithm"] == "ppo"
+    assert 0.0 <= metrics["align"]["reward_model_accuracy"] <= 1.0
+    assert (ppo / "report.md").is_file()
+
+
+def test_bad_input_fails_before_any_work(tmp_path) -> None:
+    run = subprocess.run([sys.executable, "-m", "minillm", "--no-such-flag"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and "unrecognized arguments: --no-such-flag" in run.stderr
+    with pytest.raises(SystemExit, match="missing.txt: file not found"):
+        main([*ARGS, "--run-dir", str(tmp_path / "a"), "--text", str(tmp_path / "missing.txt")])
+    assert not (tmp_path / "a").exists()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(SystemExit, match="not writable"):
+        main([*ARGS, "--run-dir", str(blocker / "run")])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(SystemExit, match="empty.txt"):
+        main([*ARGS, "--run-dir", str(tmp_path / "b"), "--text", str(empty)])
+
+
+def test_a_learners_own_text_is_split_into_train_and_validation(tmp_path) -> None:
+    from minillm.pipeline.cli import _split_own_text
+
+    own = tmp_path / "mine.txt"
+    own.write_text("\n\n".join(f"Document number {i} is here." for i in range(40)) + "\n")
+    train, val = _split_own_text(own, tmp_path / "run")
+    assert train.read_text().count("Document") == 38 and val.read_text().count("Document") == 2
+    settings = tmp_path / "run" / "settings.json"
+    settings.write_text(json.dumps({"preset": "course"}))
+    with pytest.raises(SystemExit, match="other settings"):
+        main([*ARGS, "--run-dir", str(tmp_path / "run")])
