@@ -1,47 +1,15 @@
 """Reward-model, DPO and RLHF loops on a character tokenizer and a tiny GPT: each must learn a toy preference."""
 
 import math
-import re
 
 import pytest
 import torch
+from chat_helpers import TOK, CharTokenizer, one_thread  # noqa: F401  (one_thread is an autouse fixture)
 
 from minillm import sft
 from minillm.alignment import batching, reward_model, rlhf, training
 from minillm.model import GPT, GPTConfig
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (thread hand-offs dominate), especially on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-class CharTokenizer:
-    """Characters a–z, space, '?' and '.', plus the course's chat special tokens (one id each)."""
-
-    specials = list(sft.CHAT_SPECIAL_TOKENS)
-    chars = "abcdefghijklmnopqrstuvwxyz ?."
-
-    def __init__(self):
-        self.vocab = self.specials + list(self.chars)
-        self.index = {t: i for i, t in enumerate(self.vocab)}
-        self.pattern = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")")
-
-    def encode(self, text):
-        ids = []
-        for piece in self.pattern.split(text):
-            ids += [self.index[piece]] if piece in self.specials else [self.index[c] for c in piece]
-        return ids
-
-    def decode(self, ids):
-        return "".join(self.vocab[i] for i in ids)
-
-
-TOK = CharTokenizer()
 PAD = TOK.index["<|end|>"]
 
 
