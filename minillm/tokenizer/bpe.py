@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minillm.tokenizer.bpe_train import train_merges
+from minillm.tokenizer.bpe_train import merge_ids, train_merges
 from minillm.tokenizer.io import read_json, text_to_token, token_to_text, write_json
 from minillm.tokenizer.pretokenize import (
     PATTERNS,
@@ -296,17 +296,8 @@ class BPETokenizer:
                     best = (pair, found)
             if best is None:
                 break
-            (first, second), (_, new_id) = best
-            merged: list[int] = []
-            i, n = 0, len(ids)
-            while i < n:
-                if i + 1 < n and ids[i] == first and ids[i + 1] == second:
-                    merged.append(new_id)
-                    i += 2
-                else:
-                    merged.append(ids[i])
-                    i += 1
-            ids = merged
+            pair, (_, new_id) = best
+            ids = merge_ids(ids, pair, new_id)
         return ids
 
     # ------------------------------------------------------------------------------------- decoding
