@@ -298,7 +298,7 @@ def eval_phase(run: Run) -> dict:
     reference = _load_model(run, "sft")
     results: dict = {"prompts": prompts[:3]}
     for phase in ("pretrain", "sft", "align"):
-        model = _load_model(run, phase)
+        model = reference if phase == "sft" else _load_model(run, phase)
         replies = generate_responses(model, tokenizer, prompts, max_new_tokens=p.max_new_tokens)
         scores = [gold_score(q, r) for q, r in zip(prompts, replies, strict=True)]
         kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.max_new_tokens, run.seed)
