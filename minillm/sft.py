@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+
+from minillm.train.config import TrainConfig
+from minillm.train.loop import Trainer
 
 __all__ = [
     "ENDOFTEXT",
@@ -43,6 +45,8 @@ __all__ = [
     "encode_prompt",
     "collate",
     "sft_loss",
+    "ChatBatches",
+    "SFTHistory",
     "train_sft",
     "generate_responses",
     "task_success",
@@ -180,9 +184,39 @@ def sft_loss(
 
 @dataclass
 class SFTHistory:
-    """Losses logged by :func:`train_sft` (one entry per step)."""
+    """Losses logged by :func:`train_sft` (one entry per step): the SFT loss and the full step records."""
 
     loss: list[float] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+
+
+class ChatBatches:
+    """Random batches of chat examples for :class:`minillm.train.Trainer` (inputs, targets, loss mask)."""
+
+    def __init__(
+        self,
+        examples: Sequence[ChatTokens],
+        pad_id: int,
+        batch_size: int,
+        max_len: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if not examples:
+            raise ValueError("no chat examples to train on")
+        self.examples, self.pad_id, self.batch_size, self.max_len = examples, pad_id, batch_size, max_len
+        self.generator = generator
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        picks = torch.randint(len(self.examples), (self.batch_size,), generator=self.generator).tolist()
+        batch = collate([self.examples[i] for i in picks], self.pad_id, max_len=self.max_len)
+        return batch.inputs, batch.targets, batch.mask
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()} if self.generator is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.generator is not None and "generator" in state:
+            self.generator.set_state(state["generator"])
 
 
 def train_sft(
@@ -198,36 +232,53 @@ def train_sft(
     pretrain_weight: float = 0.0,
     generator: torch.Generator | None = None,
     progress: bool = False,
+    warmup_steps: int = 0,
+    schedule: str = "constant",
+    min_lr: float | None = None,
 ) -> SFTHistory:
-    """Fine-tune ``model`` on chat examples with AdamW (constant LR, grad-norm clipped at 1).
+    """Fine-tune ``model`` on chat examples with :class:`minillm.train.Trainer`'s loop.
 
-    ``pretrain_batches()`` may return an ``(inputs, targets)`` batch of plain text; its LM loss, weighted
-    by ``pretrain_weight``, is added each step (mixing pretraining data back in against forgetting).
-    A minimal loop: the library's general training loop lives in ``minillm.train``.
+    The pretraining loop, optimizer (AdamW, betas 0.9/0.95), schedule, gradient clipping at 1 and NaN guard
+    are reused; only the batches (:class:`ChatBatches`) and the loss (:func:`sft_loss`, response tokens
+    only) change. ``pretrain_batches()`` may return an ``(inputs, targets)`` batch of plain text; its LM
+    loss, weighted by ``pretrain_weight``, is added each step (mixing pretraining data back in against
+    forgetting). ``history.loss`` is the SFT loss alone.
     """
     if steps < 1 or lr <= 0 or batch_size < 1:
         raise ValueError(f"need steps ≥ 1, lr > 0, batch_size ≥ 1; got {steps}, {lr}, {batch_size}")
+    if normalization not in ("token", "sequence"):
+        raise ValueError(f"normalization must be 'token' or 'sequence', got {normalization!r}")
     device = next(model.parameters()).device
     context = getattr(getattr(model, "config", None), "context_length", None)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
-    history = SFTHistory()
-    model.train()
-    for _ in tqdm(range(steps), disable=not progress, desc="SFT"):
-        picks = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
-        batch = collate([examples[i] for i in picks], pad_id, max_len=context).to(device)
-        loss = sft_loss(model(batch.inputs), batch.targets, batch.mask, normalization)
-        total = loss
-        if pretrain_batches is not None and pretrain_weight > 0:
-            x, y = (t.to(device) for t in pretrain_batches())
-            lm_logits = model(x)
-            total = total + pretrain_weight * F.cross_entropy(lm_logits.flatten(0, 1), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        history.loss.append(loss.item())
+    config = TrainConfig(
+        batch_size=batch_size,
+        context_length=context or 1,
+        max_steps=steps,
+        lr=lr,
+        min_lr=lr if min_lr is None else min_lr,
+        warmup_steps=warmup_steps,
+        schedule=schedule,
+        weight_decay=weight_decay,
+        grad_clip=1.0,
+        eval_interval=0,
+        progress=progress,
+    )
+    mixing = pretrain_batches is not None and pretrain_weight > 0
+
+    def loss_fn(net: nn.Module, batch: tuple[torch.Tensor, ...]):
+        inputs, targets, mask = batch
+        loss = sft_loss(net(inputs), targets, mask, normalization)
+        if not mixing:
+            return loss
+        x, y = (t.to(device) for t in pretrain_batches())
+        lm = F.cross_entropy(net(x).flatten(0, 1), y.flatten())
+        return loss + pretrain_weight * lm, {"sft_loss": loss.item(), "pretrain_loss": lm.item()}
+
+    batches = ChatBatches(examples, pad_id, batch_size, max_len=context, generator=generator)
+    trainer = Trainer(model, config, device=device, batches=batches, loss_fn=loss_fn)
+    records = trainer.run()
     model.eval()
-    return history
+    return SFTHistory(loss=[r.get("sft_loss", r["loss"]) for r in records], records=records)
 
 
 @torch.no_grad()

@@ -157,6 +157,75 @@ def test_train_sft_learns_a_reply_that_greedy_generation_reproduces():
     assert score == 1.0
 
 
+def _two_examples():
+    return [
+        sft.encode_chat(CHAT, TOK),
+        sft.encode_chat([{"role": "user", "content": "no?"}, {"role": "assistant", "content": "no not now."}], TOK),
+    ]
+
+
+@pytest.mark.parametrize("normalization", ["token", "sequence"])
+def test_train_sft_runs_the_library_loop_and_equals_a_plain_pytorch_loop(normalization):
+    """train_sft goes through minillm.train.Trainer; a hand-written AdamW loop on the same batches agrees."""
+    examples, steps, lr = _two_examples(), 6, 3e-3
+    ours = tiny_gpt(seed=5).double()
+    history = sft.train_sft(
+        ours,
+        examples,
+        0,
+        steps,
+        lr,
+        batch_size=3,
+        normalization=normalization,
+        generator=torch.Generator().manual_seed(7),
+    )
+    assert len(history.records) == steps and {"lr", "grad_norm", "tokens_per_s"} <= set(history.records[0])
+    reference = tiny_gpt(seed=5).double()
+    opt = torch.optim.AdamW(reference.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    picks_from = torch.Generator().manual_seed(7)
+    for _ in range(steps):
+        picks = torch.randint(len(examples), (3,), generator=picks_from).tolist()
+        batch = sft.collate([examples[i] for i in picks], 0, max_len=reference.config.context_length)
+        loss = sft.sft_loss(reference(batch.inputs), batch.targets, batch.mask, normalization)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
+        opt.step()
+    for a, b in zip(ours.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+def test_train_sft_mixing_logs_the_sft_loss_apart_from_the_pretraining_loss():
+    stream = torch.randint(0, len(TOK.vocab), (200,), generator=torch.Generator().manual_seed(0))
+
+    def pretrain_batches():
+        return stream[:-1].view(1, -1)[:, :40], stream[1:].view(1, -1)[:, :40]
+
+    history = sft.train_sft(
+        tiny_gpt(seed=6),
+        _two_examples(),
+        0,
+        3,
+        1e-3,
+        batch_size=2,
+        pretrain_batches=pretrain_batches,
+        pretrain_weight=0.5,
+    )
+    for record, sft_loss in zip(history.records, history.loss, strict=True):
+        assert record["sft_loss"] == sft_loss
+        # the optimised loss is the sum (up to the float32 rounding of the logged parts)
+        assert record["loss"] == pytest.approx(sft_loss + 0.5 * record["pretrain_loss"], rel=1e-5)
+
+
+def test_train_sft_rejects_bad_settings():
+    with pytest.raises(ValueError, match="steps"):
+        sft.train_sft(tiny_gpt(), _two_examples(), 0, 0, 1e-3)
+    with pytest.raises(ValueError, match="normalization"):
+        sft.train_sft(tiny_gpt(), _two_examples(), 0, 2, 1e-3, normalization="batch")
+    with pytest.raises(ValueError, match="no chat examples"):
+        sft.train_sft(tiny_gpt(), [], 0, 2, 1e-3)
+
+
 def test_lm_validation_loss_matches_manual_windows_and_uniform_model():
     model = tiny_gpt(seed=4).eval()
     stream = torch.randint(0, len(TOK.vocab), (100,))

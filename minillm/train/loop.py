@@ -5,6 +5,11 @@ One optimizer step is: for each of ``grad_accum`` micro-batches, forward, cross-
 scheduled learning rate. Around it: periodic validation, a metrics history, checkpoints that resume the
 exact run, and a guard against NaN/inf losses.
 
+The loop is not tied to plain text: ``batches`` (anything with ``next_batch()``, ``state_dict()`` and
+``load_state_dict()``) and ``loss_fn(model, batch)`` may be swapped in, which is how supervised
+fine-tuning (:func:`minillm.sft.train_sft`) trains chat examples with a response-only loss on the same
+loop — same optimizer, schedule, clipping, NaN guard, history and checkpoints.
+
 Data parallelism: launched under ``torchrun --nproc_per_node=N`` (gloo on CPU, NCCL on GPUs) the model is
 wrapped in PyTorch's ``DistributedDataParallel``. ``batch_size`` is the *global* batch: every rank draws
 the same windows and trains on its own slice, and DDP averages the gradients, so N processes take the
@@ -17,7 +22,9 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,7 +39,27 @@ from minillm.loss import cross_entropy
 from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, make_schedule, param_groups, set_lr
 from minillm.train.config import TrainConfig
 
-__all__ = ["Trainer", "DistContext"]
+__all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss"]
+
+
+class BatchSource(Protocol):
+    """What the loop draws micro-batches from (:class:`~minillm.batches.RandomWindows` is one)."""
+
+    def next_batch(self) -> tuple[torch.Tensor, ...]: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+# loss_fn(model, batch) -> loss, or (loss, {name: float}) to log extra metrics per step
+LossFn = Callable[[nn.Module, tuple[torch.Tensor, ...]], Any]
+
+
+def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Next-token cross-entropy of an ``(inputs, targets)`` batch: the pretraining loss."""
+    inputs, targets = batch
+    return cross_entropy(model(inputs), targets)
 
 
 @dataclass
@@ -81,11 +108,14 @@ class Trainer:
         self,
         model: nn.Module,
         config: TrainConfig,
-        train_tokens: np.ndarray | torch.Tensor,
+        train_tokens: np.ndarray | torch.Tensor | None = None,
         val_tokens: np.ndarray | torch.Tensor | None = None,
         device: torch.device | str = "cpu",
         dist_ctx: DistContext | None = None,
+        batches: BatchSource | None = None,
+        loss_fn: LossFn = lm_loss,
     ) -> None:
+        """``train_tokens`` feed random windows; or pass ``batches`` (and a ``loss_fn`` that reads them)."""
         self.config = c = config
         self.ctx = dist_ctx or DistContext()
         self.device = torch.device(device)
@@ -103,9 +133,14 @@ class Trainer:
         if c.schedule == "wsd":
             schedule_args["decay_steps"] = c.decay_steps
         self.schedule = make_schedule(c.schedule, **schedule_args)
-        self.batches = RandomWindows(
-            train_tokens, c.batch_size, c.context_length, c.seed, self.ctx.rank, self.ctx.world_size
-        )
+        if batches is None:
+            if train_tokens is None:
+                raise ValueError("give the Trainer train_tokens or a batch source")
+            batches = RandomWindows(
+                train_tokens, c.batch_size, c.context_length, c.seed, self.ctx.rank, self.ctx.world_size
+            )
+        self.batches = batches
+        self.loss_fn = loss_fn
         self.val_tokens = val_tokens
         self.step = 0
         self.history: list[dict] = []
@@ -120,21 +155,28 @@ class Trainer:
         set_lr(self.optimizer, lr)
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float64)
+        extra: dict[str, float] = {}
+        tokens = 0
         for micro in range(c.grad_accum):
-            inputs, targets = (t.to(self.device, non_blocking=True) for t in self.batches.next_batch())
+            batch = tuple(t.to(self.device, non_blocking=True) for t in self.batches.next_batch())
+            tokens += batch[0].numel() * self.ctx.world_size
             last = micro == c.grad_accum - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else model.no_sync()
             with sync:
-                loss = cross_entropy(model(inputs), targets) / c.grad_accum
+                out = self.loss_fn(model, batch)
+                loss, metrics = out if isinstance(out, tuple) else (out, {})
+                loss = loss / c.grad_accum
                 loss.backward()
             loss_sum += loss.detach()
+            for name, value in metrics.items():
+                extra[name] = extra.get(name, 0.0) + float(value) / c.grad_accum
         loss_value = _mean_over_ranks(loss_sum, self.ctx).item()
         params = self.raw_model.parameters()
         if c.grad_clip is not None:
             grad_norm = clip_grad_norm(params, c.grad_clip).item()
         else:
             grad_norm = global_grad_norm(params).item()
-        record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm}
+        record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm, **extra}
         if math.isfinite(loss_value) and math.isfinite(grad_norm):
             self.optimizer.step()
         elif c.on_nonfinite == "skip":
@@ -147,7 +189,7 @@ class Trainer:
             )
         seconds = time.perf_counter() - start
         record["seconds"] = seconds
-        record["tokens_per_s"] = c.tokens_per_step / seconds
+        record["tokens_per_s"] = tokens / seconds  # input positions (padding included), all ranks
         self.step += 1
         return record
 
