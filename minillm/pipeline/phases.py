@@ -72,6 +72,8 @@ class Run:
             lr=p.lr,
             min_lr=p.lr / 10,
             warmup_steps=p.warmup_steps,
+            schedule=p.schedule,
+            decay_steps=p.decay_steps,
             eval_interval=p.eval_interval,
             checkpoint_interval=p.checkpoint_interval,
             seed=self.seed,

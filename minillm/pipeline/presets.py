@@ -40,6 +40,9 @@ class PipelinePreset:
     # evaluation
     eval_prompts: int
     max_new_tokens: int
+    # learning-rate schedule: cosine to lr/10, or warmup-stable-decay with a cool-down of decay_steps
+    schedule: str = "cosine"
+    decay_steps: int = 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -54,11 +57,13 @@ _COURSE_PRETRAIN = dict(
     d_model=128,
     context_length=256,
     batch_size=16,
-    max_steps=1800,
+    max_steps=700,
     lr=3e-3,
     warmup_steps=50,
-    eval_interval=200,
+    eval_interval=175,
     checkpoint_interval=100,
+    schedule="wsd",
+    decay_steps=140,
 )
 
 PRESETS: dict[str, PipelinePreset] = {
