@@ -309,15 +309,19 @@ def train_with_autocast(
     loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
     autocast_dtype: torch.dtype | None = None,
     lr: float = 3e-3,
+    device: torch.device | str = "cpu",
 ) -> list[float]:
     """Train a fresh model (fp32 weights, AdamW) on ``batches``; ``autocast_dtype=torch.bfloat16`` runs the
-    forward pass under CPU autocast (matmuls in bf16, weights and gradients stay fp32). Returns losses."""
-    model = make_model()
+    forward pass under autocast on ``device`` (matmuls in bf16, weights and gradients stay fp32). Returns losses."""
+    device = torch.device(device)
+    model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     for x, y in batches:
+        x, y = x.to(device), y.to(device)
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
+        enabled = autocast_dtype is not None
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16, enabled=enabled):
             loss = loss_fn(model, x, y)
         loss.backward()
         optimizer.step()

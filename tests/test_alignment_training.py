@@ -92,6 +92,7 @@ def test_sample_rollouts_masks_the_response_up_to_the_first_end():
         assert ids[: len(prompt_ids)] == prompt_ids and not any(mask[: len(prompt_ids)])
         response = [i for i, m in zip(ids, mask, strict=True) if m]
         assert 1 <= len(response) <= 12
+        assert bool(rollout.ended[row]) == (PAD in response)
         if PAD in response:
             assert response.index(PAD) == len(response) - 1  # stops at the first <|end|>, which counts
             response = response[:-1]
@@ -134,7 +135,29 @@ def test_rlhf_raises_a_toy_reward_and_starts_at_zero_kl(advantage):
     assert history.kl[-1] > 0 and len(history.gold) == 25
 
 
+def test_missing_end_penalty_teaches_the_policy_to_stop():
+    """A constant reward gives no signal; the penalty alone must raise the share of responses that end."""
+    config = rlhf.RLHFConfig(
+        advantage="grpo", steps=25, prompts_per_step=4, group_size=4, max_new_tokens=4, beta=0.0, lr=3e-3,
+        missing_end_penalty=1.0,
+    )  # fmt: skip
+    history = rlhf.train_rlhf(
+        tiny_gpt(6),
+        tiny_gpt(6),
+        TOK,
+        ["ab?", "cd?", "efg?"],
+        lambda rollout: torch.zeros(len(rollout.responses)),
+        config,
+        generator=torch.Generator().manual_seed(0),
+    )
+    first, last = sum(history.ended[:5]) / 5, sum(history.ended[-5:]) / 5
+    assert last > first + 0.3, (first, last)
+    assert history.reward == [0.0] * 25  # the logged reward is the learned one, before the penalty
+
+
 def test_rlhf_config_rejects_bad_settings():
+    with pytest.raises(ValueError, match="missing_end_penalty"):
+        rlhf.RLHFConfig(missing_end_penalty=-1.0)
     with pytest.raises(ValueError, match="advantage"):
         rlhf.RLHFConfig(advantage="reinforce")
     with pytest.raises(ValueError, match="group_size"):

@@ -4,7 +4,9 @@ One step of the loop:
 
 1. **Sample** ``group_size`` responses to each of a few prompts from the current policy (temperature 1:
    the policy being optimised must be the one that produced the samples).
-2. **Score** each whole response with ``reward_fn`` (the learned reward model, or any scorer).
+2. **Score** each whole response with ``reward_fn`` (the learned reward model, or any scorer). With
+   ``missing_end_penalty`` a response that ran out of budget before ``<|end|>`` loses that much score (a
+   common guard: a learned reward that likes length otherwise teaches the policy never to stop).
 3. **Advantages**, one switch apart (``RLHFConfig.advantage``):
 
    - ``"gae"`` — PPO as in InstructGPT: per-token reward ``−β·k1_t`` plus the score on the last token
@@ -52,6 +54,7 @@ class RLHFConfig:
     lr: float = 1e-5
     value_lr: float = 1e-4
     ppo_epochs: int = 2
+    missing_end_penalty: float = 0.0  # subtracted from the score of a response without <|end|>
     clip_eps: float = 0.2
     value_clip: float = 0.2
     gamma: float = 1.0
@@ -62,6 +65,8 @@ class RLHFConfig:
             raise ValueError(f"advantage must be 'gae' or 'grpo', got {self.advantage!r}")
         if self.advantage == "grpo" and self.group_size < 2:
             raise ValueError(f"GRPO needs group_size ≥ 2, got {self.group_size}")
+        if self.missing_end_penalty < 0:
+            raise ValueError(f"missing_end_penalty must be >= 0, got {self.missing_end_penalty}")
         if self.beta < 0 or self.lr <= 0 or self.steps < 1 or self.ppo_epochs < 1:
             raise ValueError(
                 f"invalid config: beta={self.beta}, lr={self.lr}, steps={self.steps}, ppo_epochs={self.ppo_epochs}"
@@ -70,12 +75,14 @@ class RLHFConfig:
 
 @dataclass
 class Rollout:
-    """Sampled sequences: ``ids`` ``[N, T]`` (prompt, response, right padding) and the response mask."""
+    """Sampled sequences: ``ids`` ``[N, T]`` (prompt, response, right padding), the response mask, and
+    ``ended`` ``[N]``: whether the response closed with ``<|end|>`` (False: it ran out of budget)."""
 
     prompts: list[str]
     responses: list[str]
     ids: torch.Tensor
     mask: torch.Tensor
+    ended: torch.Tensor | None = None
 
 
 @dataclass
@@ -87,6 +94,7 @@ class RLHFHistory:
     kl: list[float] = field(default_factory=list)
     entropy: list[float] = field(default_factory=list)
     length: list[float] = field(default_factory=list)
+    ended: list[float] = field(default_factory=list)  # share of responses that closed with <|end|>
     clip_fraction: list[float] = field(default_factory=list)
     samples: list[tuple[str, str]] = field(default_factory=list)  # one (prompt, response) per step
 
@@ -107,7 +115,7 @@ def sample_rollouts(
     """
     end_id = special_token_id(tokenizer, END)
     device = next(policy.parameters()).device
-    rows, masks, texts, row_prompts = [], [], [], []
+    rows, masks, texts, row_prompts, ended = [], [], [], [], []
     for prompt in prompts:
         prompt_ids = encode_prompt(prompt, tokenizer)
         budget = min(max_new_tokens, policy.config.context_length - len(prompt_ids))
@@ -122,13 +130,14 @@ def sample_rollouts(
             masks.append([0] * len(prompt_ids) + [1] * n_resp)
             texts.append(tokenizer.decode(new[: n_resp - 1] if end_id in new else new[:n_resp]))
             row_prompts.append(prompt)
+            ended.append(end_id in new)
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), end_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for b, (r, m) in enumerate(zip(rows, masks, strict=True)):
         ids[b, : len(r)] = torch.tensor(r)
         mask[b, : len(m)] = torch.tensor(m)
-    return Rollout(row_prompts, texts, ids.to(device), mask.to(device))
+    return Rollout(row_prompts, texts, ids.to(device), mask.to(device), torch.tensor(ended, device=device))
 
 
 def train_rlhf(
@@ -175,9 +184,10 @@ def train_rlhf(
             old_logits = policy(ids)
             old_logp = token_logprobs(old_logits, ids)
             ref_logp = token_logprobs(reference(ids), ids)
-            scores = reward_fn(rollout).detach().float().to(ids.device)
-            if scores.shape != (ids.shape[0],):
-                raise ValueError(f"reward_fn must return shape ({ids.shape[0]},), got {tuple(scores.shape)}")
+            proxy = reward_fn(rollout).detach().float().to(ids.device)
+            if proxy.shape != (ids.shape[0],):
+                raise ValueError(f"reward_fn must return shape ({ids.shape[0]},), got {tuple(proxy.shape)}")
+            scores = proxy - config.missing_end_penalty * (~rollout.ended).float()
             if config.advantage == "gae":
                 old_values = value_model.token_scores(ids)[:, :-1]
                 rewards, _ = kl_penalised_rewards(scores, old_logp, ref_logp, m, config.beta, config.kl_estimator)
@@ -205,7 +215,8 @@ def train_rlhf(
                 torch.nn.utils.clip_grad_norm_(value_model.parameters(), 1.0)
                 value_opt.step()
         policy.eval()
-        history.reward.append(scores.mean().item())
+        history.reward.append(proxy.mean().item())  # the learned reward itself, before any penalty
+        history.ended.append(rollout.ended.float().mean().item())
         history.kl.append(masked_sum(kl_k1(old_logp, ref_logp), m, dim=-1).mean().item())
         history.entropy.append(masked_mean(token_entropy(old_logits[:, :-1]), m).item())
         history.length.append(m.sum(-1).float().mean().item())
