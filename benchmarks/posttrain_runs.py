@@ -10,8 +10,8 @@ this script runs them once and writes the numbers (and the few models the notebo
     python benchmarks/posttrain_runs.py --stage dpo     # DPO on the same pairs; the comparison table
     python benchmarks/posttrain_runs.py                 # all of them, in order
 
-The base model is ``data/base/`` when that folder exists, else ``data/posttrain/base/`` (a small model
-pretrained with ``python -m minillm.train``, see ``data/posttrain/README.md``).
+The runs start from the course's base checkpoint ``data/base/`` (``python -m minillm.train --config
+configs/course.json``); ``--base`` picks another folder.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ BASE: Path | None = None  # --base overrides the choice in base_dir()
 CUE = "They were very happy."
 
 # Sizes: chosen so every stage takes a few minutes on a 2-core CPU.
-SFT_STEPS, SFT_BATCH, SFT_LR_LOW, SFT_LR_HIGH = 150, 8, 3e-4, 6e-3
-RM_PAIRS, RM_STEPS, RM_BATCH, RM_LR = 2000, 120, 8, 3e-4
+SFT_STEPS, SFT_BATCH, SFT_LR_LOW, SFT_LR_HIGH = 300, 16, 3e-4, 6e-3
+RM_PAIRS, RM_STEPS, RM_BATCH, RM_LR = 2000, 240, 8, 3e-4
+ONPOLICY_VAL_PROMPTS, ONPOLICY_SAMPLES, ONPOLICY_MARGIN = 120, 4, 0.2
 DPO_PAIRS, DPO_STEPS, DPO_BATCH, DPO_LR, DPO_BETA = 2000, 100, 8, 1e-4, 0.1
-N_EVAL, N_VAL_PAIRS, VAL_STORIES = 24, 200, 40
-RL_MAX_NEW, EVAL_MAX_NEW = 200, 256
+N_EVAL, N_VAL_PAIRS, VAL_STORIES = 48, 200, 40
+N_SAMPLES = 8  # temperature-1 samples per evaluation prompt: the policy's expected gold score
+RL_MAX_NEW, EVAL_MAX_NEW, RL_PROMPTS = 200, 256, 4
 
 
 def log(message: str) -> None:
@@ -58,8 +60,7 @@ def write_json(name: str, payload: dict) -> None:
 def base_dir() -> Path:
     if BASE is not None:
         return BASE
-    official = data_dir() / "base"
-    return official if (official / "config.json").is_file() else OUT / "base"
+    return data_dir() / "base"
 
 
 def load_model(folder: Path):
@@ -83,9 +84,23 @@ def fits(tokenizer, context: int, prompt: str, room: int) -> bool:
 
 
 def evaluate(model, tokenizer, prompts: list[str], stream: torch.Tensor) -> dict:
-    """Gold score of greedy replies (overall and per task kind) and pretraining validation loss."""
-    context = model.config.context_length
+    """Gold score of greedy replies (overall and per task kind), of sampled replies, and pretraining val loss.
+
+    RLHF optimises the expected reward of *samples* (temperature 1), so that is what its gold score is
+    measured on too (``gold_sampled``: N_SAMPLES per prompt, fixed seed); greedy replies are reported beside.
+    """
     replies = sft.generate_responses(model, tokenizer, prompts, max_new_tokens=EVAL_MAX_NEW)
+    repeated = [p for p in prompts for _ in range(N_SAMPLES)]
+    sampled = sft.generate_responses(
+        model,
+        tokenizer,
+        repeated,
+        max_new_tokens=EVAL_MAX_NEW,
+        temperature=1.0,
+        generator=torch.Generator(device=next(model.parameters()).device).manual_seed(1234),
+    )
+    sampled_scores = [gold_score(p, r) for p, r in zip(repeated, sampled, strict=True)]
+    context = model.config.context_length
     details = [gold_score_details(p, r) for p, r in zip(prompts, replies, strict=True)]
     scores = [d["total"] for d in details]
     kinds = ["story" if parse_prompt(p)["kind"] == "story" else "qa" for p in prompts]
@@ -101,6 +116,11 @@ def evaluate(model, tokenizer, prompts: list[str], stream: torch.Tensor) -> dict
         "words": [len(r.split()) for r in replies],
         "cue_count": [r.count(CUE) for r in replies],
         "val_loss": sft.lm_validation_loss(model, stream, context),
+        "gold_sampled": sum(sampled_scores) / len(sampled_scores),
+        "sampled_scores": sampled_scores,
+        "sampled_words": [len(r.split()) for r in sampled],
+        "sampled_cue_count": [r.count(CUE) for r in sampled],
+        "sampled_examples": sampled[:: N_SAMPLES * 4],
     }
 
 
@@ -125,7 +145,10 @@ def stage_sft() -> None:
         "config": {"steps": SFT_STEPS, "batch_size": SFT_BATCH, "lr_low": SFT_LR_LOW, "lr_high": SFT_LR_HIGH},
     }
     results["base"] = evaluate(base, tok, prompts, stream)
-    log(f"base: gold {results['base']['gold']:.3f}, val loss {results['base']['val_loss']:.3f}")
+    log(
+        f"base: gold {results['base']['gold']:.3f} greedy, {results['base']['gold_sampled']:.3f} sampled;"
+        f" val loss {results['base']['val_loss']:.3f}"
+    )
     # what the base model does with plain text (a completer, not a chat model)
     story_start = "Once upon a time, there was a little girl named Lily."
     out = base.generate(torch.tensor([tok.encode(story_start)]), 60, temperature=0.0)
@@ -141,7 +164,10 @@ def stage_sft() -> None:
         run = evaluate(model, tok, prompts, stream)
         run.update(lr=lr, loss=history.loss, seconds=round(time.time() - start, 1))
         results["runs"][name] = run
-        log(f"SFT lr {lr}: gold {run['gold']:.3f}, val loss {run['val_loss']:.3f} ({run['seconds']} s)")
+        log(
+            f"SFT lr {lr}: gold {run['gold']:.3f} greedy, {run['gold_sampled']:.3f} sampled;"
+            f" val loss {run['val_loss']:.3f} ({run['seconds']} s)"
+        )
         if name == "low":
             save_pretrained(
                 OUT / "sft",
@@ -186,20 +212,78 @@ def rm_scores(rm, tok, prompt: str, responses: list[str]) -> list[float]:
     return rm(ids, mask).tolist()
 
 
-def stage_rm() -> None:
-    policy, tok = load_model(OUT / "sft")
-    context = policy.config.context_length
-    pad = sft.special_token_id(tok, sft.END)
-    train_pairs, _ = preference_pairs(tok, context, "train", RM_PAIRS)
-    val_pairs, val_rows = preference_pairs(tok, context, "val", N_VAL_PAIRS)
-    log(f"RM: {len(train_pairs)} train pairs, {len(val_pairs)} val pairs")
+def onpolicy_groups(policy, tok, prompts: list[str], seed: int) -> list[dict]:
+    """ONPOLICY_SAMPLES samples (temperature 1) from ``policy`` per prompt, each with its gold score."""
+    repeated = [p for p in prompts for _ in range(ONPOLICY_SAMPLES)]
+    responses = sft.generate_responses(
+        policy, tok, repeated, max_new_tokens=RL_MAX_NEW, temperature=1.0, generator=torch.Generator().manual_seed(seed)
+    )
+    groups = []
+    for i, prompt in enumerate(prompts):
+        group = responses[i * ONPOLICY_SAMPLES : (i + 1) * ONPOLICY_SAMPLES]
+        groups.append({"prompt": prompt, "responses": group, "gold": [gold_score(prompt, r) for r in group]})
+    return groups
+
+
+def comparisons(groups: list[dict], tok, context: int) -> list:
+    """Per prompt, its best sample (by gold) preferred to its worst — skipped when they score within the margin."""
+    pairs = []
+    for g in groups:
+        best = max(range(len(g["gold"])), key=g["gold"].__getitem__)
+        worst = min(range(len(g["gold"])), key=g["gold"].__getitem__)
+        if g["gold"][best] - g["gold"][worst] < ONPOLICY_MARGIN:
+            continue
+        chosen = batching.encode_response(g["prompt"], g["responses"][best], tok)
+        rejected = batching.encode_response(g["prompt"], g["responses"][worst], tok)
+        if max(len(chosen.ids), len(rejected.ids)) <= context:
+            pairs.append((chosen, rejected))
+    return pairs
+
+
+def best_of_n(rm, tok, groups: list[dict]) -> dict:
+    """Gold score of the sample the reward model likes best in each group, vs the group's mean (a random pick)."""
+    picked, mean = [], []
+    for g in groups:
+        scores = rm_scores(rm, tok, g["prompt"], g["responses"])
+        picked.append(g["gold"][max(range(len(scores)), key=scores.__getitem__)])
+        mean.append(sum(g["gold"]) / len(g["gold"]))
+    return {"best_of_n_gold": sum(picked) / len(picked), "mean_gold": sum(mean) / len(mean), "n": ONPOLICY_SAMPLES}
+
+
+def train_and_measure_rm(policy, tok, train_pairs, val_pairs, onpolicy_val_pairs, val_groups) -> tuple:
     seed_everything(0)
     rm = reward_model.ScalarHeadModel(copy.deepcopy(policy), policy.config.d_model)
-    start = time.time()
+    pad = sft.special_token_id(tok, sft.END)
     history = training.train_reward_model(
         rm, train_pairs, pad, RM_STEPS, RM_LR, RM_BATCH, generator=torch.Generator().manual_seed(0)
     )
     accuracy, chosen, rejected = training.reward_accuracy(rm, val_pairs, pad)
+    metrics = {
+        "val_accuracy": accuracy,
+        "onpolicy_val_accuracy": training.reward_accuracy(rm, onpolicy_val_pairs, pad)[0]
+        if onpolicy_val_pairs
+        else None,
+        **best_of_n(rm, tok, val_groups),
+    }
+    return rm, history, chosen, rejected, metrics
+
+
+def stage_rm() -> None:
+    policy, tok = load_model(OUT / "sft")
+    context = policy.config.context_length
+    train_pairs, _ = preference_pairs(tok, context, "train", RM_PAIRS)
+    val_pairs, val_rows = preference_pairs(tok, context, "val", N_VAL_PAIRS)
+    start = time.time()
+    # Does a reward model that orders the preference set also order the policy's *own* samples? Held-out
+    # prompts, ONPOLICY_SAMPLES samples each from the SFT model, compared by the gold scorer.
+    val_pool = [r["prompt"] for r in load_jsonl(data_path("prefs_val.jsonl")) if fits(tok, context, r["prompt"], 64)]
+    val_groups = onpolicy_groups(policy, tok, val_pool[:ONPOLICY_VAL_PROMPTS], seed=2)
+    onpolicy_val = comparisons(val_groups, tok, context)
+    log(f"RM: {len(train_pairs)} train pairs; held out {len(val_pairs)} pairs and {len(onpolicy_val)} on-policy pairs")
+    rm, history, chosen, rejected, metrics = train_and_measure_rm(
+        policy, tok, train_pairs, val_pairs, onpolicy_val, val_groups
+    )
+    log(f"RM: {metrics}")
     by_kind: dict[str, list[int]] = {}
     for row, c, r in zip(val_rows, chosen.tolist(), rejected.tolist(), strict=True):
         by_kind.setdefault(row["rejected_kind"], []).append(int(c > r))
@@ -215,11 +299,20 @@ def stage_rm() -> None:
         json.dumps({"weight": rm.head.weight[0].tolist(), "bias": rm.head.bias.item()}) + "\n"
     )
     results = {
-        "config": {"pairs": len(train_pairs), "steps": RM_STEPS, "batch_size": RM_BATCH, "lr": RM_LR},
+        "config": {
+            "pairs": len(train_pairs),
+            "onpolicy_val_prompts": ONPOLICY_VAL_PROMPTS,
+            "onpolicy_samples": ONPOLICY_SAMPLES,
+            "onpolicy_margin": ONPOLICY_MARGIN,
+            "steps": RM_STEPS,
+            "batch_size": RM_BATCH,
+            "lr": RM_LR,
+        },
         "loss": history.loss,
         "train_accuracy": history.accuracy,
-        "val_accuracy": accuracy,
+        **metrics,
         "val_pairs": len(val_pairs),
+        "onpolicy_val_pairs": len(onpolicy_val),
         "val_chosen": chosen.tolist(),
         "val_rejected": rejected.tolist(),
         "val_accuracy_by_kind": {k: sum(v) / len(v) for k, v in sorted(by_kind.items())},
@@ -227,17 +320,18 @@ def stage_rm() -> None:
         "cue_probe": cue_probe,
         "seconds": round(time.time() - start, 1),
     }
-    log(f"RM: held-out accuracy {accuracy:.3f}; cue probe rm {cue_probe['rm']}, gold {cue_probe['gold']}")
+    log(f"RM: cue probe rm {cue_probe['rm']}, gold {cue_probe['gold']}")
     write_json("reward_model.json", results)
 
 
 # ------------------------------------------------------------------------------------------- RLHF
 RLHF_RUNS = {
-    # name: (config overrides, what it shows)
-    "ppo": dict(advantage="gae", steps=30, beta=0.05, lr=1e-4, value_lr=3e-4),
-    "grpo": dict(advantage="grpo", steps=30, beta=0.05, lr=1e-4),
+    # name: config overrides. Three runs with a KL leash and a missing-<|end|> penalty, from gentle to brisk,
+    # and one optimised harder — no KL penalty, no stop guard, ten times the rate, longer: reward hacking.
+    "ppo_gentle": dict(advantage="gae", steps=40, beta=0.1, lr=1e-5, value_lr=3e-4, missing_end_penalty=2.0),
+    "ppo": dict(advantage="gae", steps=40, beta=0.05, lr=3e-5, value_lr=3e-4, missing_end_penalty=2.0),
+    "grpo": dict(advantage="grpo", steps=40, beta=0.05, lr=3e-5, missing_end_penalty=2.0),
     "hack": dict(advantage="grpo", steps=60, beta=0.0, lr=3e-4),
-    "ppo_gentle": dict(advantage="gae", steps=30, beta=0.1, lr=3e-5, value_lr=3e-4),
 }
 
 
@@ -253,7 +347,6 @@ def stage_rlhf(only: list[str] | None = None) -> None:
     prompts = rl_prompts(tok, context)
     stream, eval_prompts_ = val_stream(tok), eval_set(tok, context)
     path = OUT / "rlhf.json"
-    results = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
 
     def reward_fn(rollout: rlhf.Rollout) -> torch.Tensor:
         with torch.no_grad():
@@ -268,7 +361,8 @@ def stage_rlhf(only: list[str] | None = None) -> None:
         if overrides["advantage"] == "gae":
             value = reward_model.ScalarHeadModel(copy.deepcopy(rm.trunk), rm.trunk.config.d_model)
             value.head.load_state_dict(rm.head.state_dict())
-        config = rlhf.RLHFConfig(prompts_per_step=2, group_size=4, max_new_tokens=RL_MAX_NEW, ppo_epochs=2, **overrides)
+        settings = {"prompts_per_step": RL_PROMPTS, "group_size": 4, "max_new_tokens": RL_MAX_NEW, "ppo_epochs": 2}
+        config = rlhf.RLHFConfig(**{**settings, **overrides})
         start = time.time()
         history = rlhf.train_rlhf(
             policy,
@@ -294,23 +388,27 @@ def stage_rlhf(only: list[str] | None = None) -> None:
                     "group_size",
                     "max_new_tokens",
                     "ppo_epochs",
+                    "missing_end_penalty",
                 )
             },
             **{
                 k: getattr(history, k)
-                for k in ("reward", "gold", "kl", "entropy", "length", "clip_fraction", "samples")
+                for k in ("reward", "gold", "kl", "entropy", "length", "ended", "clip_fraction", "samples")
             },
             "seconds": round(time.time() - start, 1),
         }
         run["eval"] = evaluate(policy, tok, eval_prompts_, stream)
-        results["runs"][name] = run
         log(
             f"RLHF {name}: proxy {history.reward[0]:.3f} → {history.reward[-1]:.3f}, gold {history.gold[0]:.3f}"
-            f" → {history.gold[-1]:.3f}, KL {history.kl[-1]:.2f}, eval gold {run['eval']['gold']:.3f}"
+            f" → {history.gold[-1]:.3f}, KL {history.kl[-1]:.2f}, eval gold {run['eval']['gold']:.3f} greedy,"
+            f" {run['eval']['gold_sampled']:.3f} sampled"
         )
         if name == "ppo":
             save_pretrained(OUT / "ppo", policy, tok, {"made_by": "benchmarks/posttrain_runs.py --stage rlhf"})
-        write_json("rlhf.json", results)
+        # re-read before writing: runs may be computed by parallel processes (--runs), each adding its own
+        latest = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+        latest["runs"][name] = run
+        write_json("rlhf.json", latest)
 
 
 # ------------------------------------------------------------------------------------------- DPO
@@ -360,15 +458,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stage", choices=["sft", "rm", "rlhf", "dpo", "all"], default="all")
     parser.add_argument("--runs", nargs="*", help="RLHF runs to (re)do, default all: " + ", ".join(RLHF_RUNS))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)")
-    parser.add_argument("--base", type=Path, help="base model folder (default: data/base, else data/posttrain/base)")
+    parser.add_argument("--base", type=Path, help="base model folder (default: data/base)")
     parser.add_argument("--out", type=Path, help="output folder (default: data/posttrain)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the script end to end")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    global OUT, BASE, RL_MAX_NEW, EVAL_MAX_NEW, SFT_STEPS, RM_PAIRS, RM_STEPS, DPO_PAIRS, DPO_STEPS, N_EVAL, N_VAL_PAIRS
+    global OUT, BASE, RL_MAX_NEW, EVAL_MAX_NEW, SFT_STEPS, RM_PAIRS, RM_STEPS, DPO_PAIRS, DPO_STEPS, N_EVAL
+    global N_VAL_PAIRS, ONPOLICY_VAL_PROMPTS
     OUT, BASE = args.out or OUT, args.base
     if args.quick:
         SFT_STEPS, RM_PAIRS, RM_STEPS, DPO_PAIRS, DPO_STEPS, N_EVAL, N_VAL_PAIRS = 6, 32, 4, 32, 4, 4, 16
+        ONPOLICY_VAL_PROMPTS = 8
         RL_MAX_NEW, EVAL_MAX_NEW = 16, 16
         for overrides in RLHF_RUNS.values():
             overrides["steps"] = 3
