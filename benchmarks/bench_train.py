@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from minillm.batches import RandomWindows
-from minillm.model import GPT, GPTConfig
+from minillm.model import GPT
 from minillm.train import TrainConfig, Trainer
+from minillm.train.cli import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,20 +34,6 @@ def course_config(**overrides) -> TrainConfig:
     values = {k: v for k, v in values.items() if not k.startswith("_")}
     values.update(progress=False, eval_interval=0, **overrides)
     return TrainConfig.from_dict(values)
-
-
-def build_model(config: TrainConfig, vocab_size: int) -> GPT:
-    torch.manual_seed(0)
-    return GPT(
-        GPTConfig.preset(
-            config.preset,
-            vocab_size=vocab_size,
-            context_length=config.context_length,
-            n_layer=config.n_layer,
-            n_head=config.n_head,
-            d_model=config.d_model,
-        )
-    )
 
 
 class PlainLoop:

@@ -1,21 +1,8 @@
-"""Test helpers shared by the SFT and alignment tests: a character tokenizer that knows the chat markers,
-and a one-thread fixture (tiny models run fastest on one thread)."""
+"""Test helper shared by the SFT and alignment tests: a character tokenizer that knows the chat markers."""
 
 import re
 
-import pytest
-import torch
-
 from minillm import sft
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (thread hand-offs dominate), especially on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class CharTokenizer:

@@ -4,13 +4,15 @@ import math
 
 import pytest
 import torch
-from chat_helpers import TOK, CharTokenizer, one_thread  # noqa: F401  (one_thread is an autouse fixture)
+from chat_helpers import TOK
 
 from minillm import sft
 from minillm.alignment import batching, reward_model, rlhf, training
 from minillm.model import GPT, GPTConfig
 
 PAD = TOK.index["<|end|>"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_gpt(seed=0):

@@ -27,14 +27,7 @@ from minillm.precision import (
     underflow_curve,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run as fast on one thread, and do not crawl when other jobs share the CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_format_table_matches_closed_forms_and_published_values():

@@ -5,12 +5,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from chat_helpers import TOK, CharTokenizer, one_thread  # noqa: F401  (one_thread is an autouse fixture)
+from chat_helpers import TOK, CharTokenizer
 
 from minillm import sft
 from minillm.model import GPT, GPTConfig
 
 CHAT = [{"role": "user", "content": "hi?"}, {"role": "assistant", "content": "yes."}]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_gpt(seed=0, context=48):
