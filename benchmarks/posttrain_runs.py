@@ -330,8 +330,11 @@ RLHF_RUNS = {
     # and one optimised harder — no KL penalty, no stop guard, ten times the rate, longer: reward hacking.
     "ppo_gentle": dict(advantage="gae", steps=40, beta=0.1, lr=1e-5, value_lr=3e-4, missing_end_penalty=2.0),
     "ppo": dict(advantage="gae", steps=40, beta=0.05, lr=3e-5, value_lr=3e-4, missing_end_penalty=2.0),
-    "grpo": dict(advantage="grpo", steps=40, beta=0.05, lr=3e-5, missing_end_penalty=2.0),
+    "grpo": dict(advantage="grpo", steps=40, beta=0.05, lr=1e-4, prompts_per_step=8, missing_end_penalty=2.0),
     "hack": dict(advantage="grpo", steps=60, beta=0.0, lr=3e-4),
+    # The control: the same GRPO run with the gold scorer itself as the reward. If this raises the gold score
+    # and the run against the learned reward does not, the optimiser is fine and the reward model is to blame.
+    "oracle": dict(advantage="grpo", steps=40, beta=0.05, lr=1e-4, prompts_per_step=8, reward="gold"),
 }
 
 
@@ -348,13 +351,19 @@ def stage_rlhf(only: list[str] | None = None) -> None:
     stream, eval_prompts_ = val_stream(tok), eval_set(tok, context)
     path = OUT / "rlhf.json"
 
-    def reward_fn(rollout: rlhf.Rollout) -> torch.Tensor:
+    def learned_reward(rollout: rlhf.Rollout) -> torch.Tensor:
         with torch.no_grad():
             return rm(rollout.ids, rollout.mask)
+
+    def gold_reward(rollout: rlhf.Rollout) -> torch.Tensor:
+        scores = [gold_score(p, r) for p, r in zip(rollout.prompts, rollout.responses, strict=True)]
+        return torch.tensor(scores, device=rollout.ids.device)
 
     for name, overrides in RLHF_RUNS.items():
         if only and name not in only:
             continue
+        overrides = dict(overrides)
+        reward_fn = gold_reward if overrides.pop("reward", "learned") == "gold" else learned_reward
         seed_everything(0)
         policy = copy.deepcopy(reference)
         value = None
@@ -391,6 +400,7 @@ def stage_rlhf(only: list[str] | None = None) -> None:
                     "missing_end_penalty",
                 )
             },
+            "reward_source": "gold" if reward_fn is gold_reward else "reward model",
             **{
                 k: getattr(history, k)
                 for k in ("reward", "gold", "kl", "entropy", "length", "ended", "clip_fraction", "samples")

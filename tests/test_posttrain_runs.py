@@ -33,10 +33,13 @@ def test_quick_run_writes_what_the_notebooks_read(tmp_path) -> None:
     assert 0.0 <= rm["val_accuracy"] <= 1.0 and len(rm["val_chosen"]) == rm["val_pairs"]
     assert 0.0 <= rm["mean_gold"] <= 1.0 and 0.0 <= rm["best_of_n_gold"] <= 1.0
     runs = json.loads((out / "rlhf.json").read_text())["runs"]
-    assert set(runs) == {"ppo_gentle", "ppo", "grpo", "hack"}
-    for run in runs.values():
+    assert set(runs) == {"ppo_gentle", "ppo", "grpo", "hack", "oracle"}
+    for name, run in runs.items():
         assert len(run["reward"]) == len(run["gold"]) == len(run["kl"]) == run["config"]["steps"]
         assert set(evaluation) <= set(run["eval"])
+        assert run["reward_source"] == ("gold" if name == "oracle" else "reward model")
+    # the control optimises the gold scorer itself: what it logs as its reward is the gold score
+    assert runs["oracle"]["reward"] == pytest.approx(runs["oracle"]["gold"], abs=1e-6)
     dpo = json.loads((out / "dpo.json").read_text())
     assert set(evaluation) <= set(dpo["eval"]) and "accuracy" in dpo["val"]
     for folder in ("sft", "rm", "ppo", "dpo"):
