@@ -119,3 +119,17 @@ def test_course_preset_pretrains_exactly_like_the_course_config(tmp_path) -> Non
     recipe += ("decay_steps", "weight_decay", "beta1", "beta2", "grad_clip", "seed")
     assert {k: built[k] for k in recipe} == {k: course[k] for k in recipe}
     assert built["min_lr"] == pytest.approx(course["min_lr"], rel=1e-12)
+
+
+def test_long_course_config_is_the_course_config_trained_longer() -> None:
+    """configs/course_long.json (post-training's base) must differ from the course recipe only in its length."""
+    course = json.loads((ROOT / "configs" / "course.json").read_text())
+    longer = json.loads((ROOT / "configs" / "course_long.json").read_text())
+    length = {"_comment", "out_dir", "work_dir", "max_steps", "decay_steps", "eval_interval", "checkpoint_interval"}
+    assert set(course) == set(longer)
+    assert {k: v for k, v in course.items() if k not in length} == {k: v for k, v in longer.items() if k not in length}
+    assert longer["max_steps"] == 3 * course["max_steps"]
+    # the cool-down keeps the same share of the run
+    assert longer["decay_steps"] / longer["max_steps"] == course["decay_steps"] / course["max_steps"]
+    saved = json.loads((ROOT / "data" / "base_long" / "config.json").read_text())["train"]
+    assert {k: saved[k] for k in longer if k != "_comment"} == {k: v for k, v in longer.items() if k != "_comment"}

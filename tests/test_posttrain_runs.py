@@ -32,15 +32,25 @@ def test_quick_run_writes_what_the_notebooks_read(tmp_path) -> None:
     rm = json.loads((out / "reward_model.json").read_text())
     assert 0.0 <= rm["val_accuracy"] <= 1.0 and len(rm["val_chosen"]) == rm["val_pairs"]
     assert 0.0 <= rm["mean_gold"] <= 1.0 and 0.0 <= rm["best_of_n_gold"] <= 1.0
+    onpolicy_rm = json.loads((out / "reward_model_onpolicy.json").read_text())
+    for model in (rm, onpolicy_rm):
+        assert -1.0 <= model["onpolicy_corr_words"] <= 1.0 and len(model["cue_probe"]["rm"]) == 5
+    assert onpolicy_rm["config"]["train_prompts"] == 16 and onpolicy_rm["config"]["pairs"] >= 0
     runs = json.loads((out / "rlhf.json").read_text())["runs"]
-    assert set(runs) == {"ppo_gentle", "ppo", "grpo", "hack", "oracle"}
+    assert set(runs) == {"ppo_gentle", "ppo", "grpo", "hack", "grpo_prefs", "oracle"}
+    reference = json.loads((out / "rlhf.json").read_text())["reference_proxy_sampled"]
+    assert set(reference) == {"onpolicy", "preference"}
+    sources = {"oracle": "gold", "grpo_prefs": "reward model (preference set)"}
     for name, run in runs.items():
         assert len(run["reward"]) == len(run["gold"]) == len(run["kl"]) == run["config"]["steps"]
         assert set(evaluation) <= set(run["eval"])
-        assert run["reward_source"] == ("gold" if name == "oracle" else "reward model")
+        assert run["reward_source"] == sources.get(name, "reward model (on-policy comparisons)")
+        assert (run["eval"]["proxy_sampled"] is None) == (name == "oracle")
     # the control optimises the gold scorer itself: what it logs as its reward is the gold score
     assert runs["oracle"]["reward"] == pytest.approx(runs["oracle"]["gold"], abs=1e-6)
-    dpo = json.loads((out / "dpo.json").read_text())
-    assert set(evaluation) <= set(dpo["eval"]) and "accuracy" in dpo["val"]
-    for folder in ("sft", "rm", "ppo", "dpo"):
+    for name, source in (("dpo.json", "preference"), ("dpo_onpolicy.json", "onpolicy")):
+        dpo = json.loads((out / name).read_text())
+        assert set(evaluation) <= set(dpo["eval"]) and "accuracy" in dpo["val"]
+        assert dpo["config"]["source"] == source
+    for folder in ("sft", "rm", "rm_onpolicy", "dpo"):
         assert (out / folder / "model.safetensors").is_file()
