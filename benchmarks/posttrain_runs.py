@@ -216,16 +216,6 @@ def preference_pairs(tok, context: int, split: str, limit: int) -> tuple[list, l
     return pairs, kept
 
 
-def load_reward_model(folder: Path):
-    trunk, tok = load_model(folder)
-    rm = reward_model.ScalarHeadModel(trunk, trunk.config.d_model)
-    head = json.loads((folder / "head.json").read_text())
-    with torch.no_grad():
-        rm.head.weight.copy_(torch.tensor([head["weight"]]))
-        rm.head.bias.fill_(head["bias"])
-    return rm.eval(), tok
-
-
 @torch.no_grad()
 def rm_scores(rm, tok, prompt: str, responses: list[str]) -> list[float]:
     pad = sft.special_token_id(tok, sft.END)
@@ -322,13 +312,6 @@ def probe_reward_model(rm, tok, val_rows: list[dict], val_groups: list[dict]) ->
     }
 
 
-def save_reward_model(rm, tok, folder: Path, made_by: str) -> None:
-    save_pretrained(folder, rm.trunk, tok, {"made_by": made_by})
-    (folder / "head.json").write_text(
-        json.dumps({"weight": rm.head.weight[0].tolist(), "bias": rm.head.bias.item()}) + "\n"
-    )
-
-
 def held_out_sets(policy, tok) -> tuple:
     """What both reward models are measured on: held-out preference pairs, and the SFT model's own samples.
 
@@ -369,7 +352,7 @@ def stage_rm() -> None:
     for row, c, r in zip(val_rows, chosen.tolist(), rejected.tolist(), strict=True):
         by_kind.setdefault(row["rejected_kind"], []).append(int(c > r))
     probes = probe_reward_model(rm, tok, val_rows, val_groups)
-    save_reward_model(rm, tok, OUT / "rm", "benchmarks/posttrain_runs.py --stage rm")
+    reward_model.save_reward_model(OUT / "rm", rm, tok, {"made_by": "benchmarks/posttrain_runs.py --stage rm"})
     results = {
         "config": rm_config(len(train_pairs), RM_STEPS),
         "loss": history.loss,
@@ -428,7 +411,9 @@ def stage_rm_onpolicy() -> None:
     )
     log(f"RM (on-policy): {metrics}")
     probes = probe_reward_model(rm, tok, val_rows, val_groups)
-    save_reward_model(rm, tok, OUT / "rm_onpolicy", "benchmarks/posttrain_runs.py --stage rm_onpolicy")
+    reward_model.save_reward_model(
+        OUT / "rm_onpolicy", rm, tok, {"made_by": "benchmarks/posttrain_runs.py --stage rm_onpolicy"}
+    )
     results = {
         "config": {**rm_config(len(train_pairs), ONPOLICY_RM_STEPS), "train_prompts": len(pool)},
         "loss": history.loss,
@@ -504,7 +489,7 @@ def stage_rlhf(only: list[str] | None = None) -> None:
         repeated, sampled = eval_samples(reference, tok, eval_prompts_)
         gold = sum(gold_score(p, r) for p, r in zip(repeated, sampled, strict=True)) / len(sampled)
         proxies = {
-            key: mean_proxy(load_reward_model(OUT / folder)[0], tok, eval_prompts_, sampled)
+            key: mean_proxy(reward_model.load_reward_model(OUT / folder)[0], tok, eval_prompts_, sampled)
             for key, (folder, _) in REWARDS.items()
             if folder
         }
@@ -517,7 +502,7 @@ def stage_rlhf(only: list[str] | None = None) -> None:
             continue
         overrides = dict(overrides)
         folder, source = REWARDS[overrides.pop("reward")]
-        rm = load_reward_model(OUT / folder)[0] if folder else None
+        rm = reward_model.load_reward_model(OUT / folder)[0] if folder else None
         reward_fn = learned_reward(rm) if rm is not None else gold_reward
         seed_everything(0)
         policy = copy.deepcopy(reference)
@@ -657,10 +642,10 @@ def main(argv: list[str] | None = None) -> None:
         log(f"stage {stage}")
         if stage == "rlhf":
             stage_rlhf(args.runs)
+        elif stage in ("dpo", "dpo_onpolicy"):
+            stage_dpo("onpolicy" if stage == "dpo_onpolicy" else "preference")
         else:
-            stages_ = {"sft": stage_sft, "rm": stage_rm, "rm_onpolicy": stage_rm_onpolicy, "dpo": stage_dpo}
-            stages_["dpo_onpolicy"] = lambda: stage_dpo("onpolicy")
-            stages_[stage]()
+            {"sft": stage_sft, "rm": stage_rm, "rm_onpolicy": stage_rm_onpolicy}[stage]()
 
 
 if __name__ == "__main__":

@@ -63,6 +63,22 @@ def test_reward_model_learns_a_toy_preference_above_chance_on_held_out_pairs():
     assert all(changed.values())
 
 
+def test_saved_reward_model_loads_back_with_the_same_scores(tmp_path):
+    """save_reward_model / load_reward_model: trunk as a model folder plus head.json, scores unchanged."""
+    rm = reward_model.ScalarHeadModel(tiny_gpt(), 32)
+    with torch.no_grad():
+        rm.head.weight.normal_(generator=torch.Generator().manual_seed(1))
+        rm.head.bias.fill_(0.3)
+    ids, mask = batching.pad_sequences([c for c, _ in toy_pairs(4, seed=2)], PAD)
+    folder = reward_model.save_reward_model(tmp_path / "rm", rm.eval(), metadata={"made_by": "test"})
+    loaded, tokenizer = reward_model.load_reward_model(folder)
+    assert tokenizer is None and not loaded.training
+    with torch.no_grad():
+        assert torch.equal(loaded(ids, mask), rm(ids, mask))
+    with pytest.raises(FileNotFoundError, match="head.json"):
+        reward_model.load_reward_model(tmp_path / "missing")
+
+
 def test_dpo_starts_at_ln2_and_learns_the_preference():
     policy, reference = tiny_gpt(2), tiny_gpt(2)
     history = training.train_dpo(

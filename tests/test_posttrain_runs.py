@@ -36,10 +36,10 @@ def test_quick_run_writes_what_the_notebooks_read(tmp_path) -> None:
     for model in (rm, onpolicy_rm):
         assert -1.0 <= model["onpolicy_corr_words"] <= 1.0 and len(model["cue_probe"]["rm"]) == 5
     assert onpolicy_rm["config"]["train_prompts"] == 16 and onpolicy_rm["config"]["pairs"] >= 0
-    runs = json.loads((out / "rlhf.json").read_text())["runs"]
+    rlhf = json.loads((out / "rlhf.json").read_text())
+    runs = rlhf["runs"]
     assert set(runs) == {"ppo_gentle", "ppo", "grpo", "hack", "grpo_prefs", "oracle"}
-    reference = json.loads((out / "rlhf.json").read_text())["reference_proxy_sampled"]
-    assert set(reference) == {"onpolicy", "preference"}
+    assert set(rlhf["reference_proxy_sampled"]) == {"onpolicy", "preference"}
     sources = {"oracle": "gold", "grpo_prefs": "reward model (preference set)"}
     for name, run in runs.items():
         assert len(run["reward"]) == len(run["gold"]) == len(run["kl"]) == run["config"]["steps"]

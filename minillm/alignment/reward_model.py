@@ -12,13 +12,22 @@ module with per-token outputs is PPO's value head (:meth:`ScalarHeadModel.token_
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minillm.alignment.ppo import last_true_index
+from minillm.checkpoint import load_pretrained, save_pretrained
+from minillm.tokenizer import BPETokenizer
 
-__all__ = ["ScalarHeadModel", "bradley_terry_loss", "pairwise_accuracy"]
+__all__ = ["ScalarHeadModel", "bradley_terry_loss", "load_reward_model", "pairwise_accuracy", "save_reward_model"]
+
+HEAD_FILE = "head.json"
 
 
 class ScalarHeadModel(nn.Module):
@@ -64,3 +73,37 @@ def pairwise_accuracy(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tens
     if chosen_rewards.shape != rejected_rewards.shape or chosen_rewards.numel() == 0:
         raise ValueError("pairwise_accuracy needs two non-empty tensors of the same shape")
     return (chosen_rewards > rejected_rewards).float().mean().item()
+
+
+def save_reward_model(
+    directory: str | os.PathLike,
+    model: ScalarHeadModel,
+    tokenizer: BPETokenizer | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Path:
+    """Save a reward model as a :func:`~minillm.checkpoint.save_pretrained` folder (the trunk) plus ``head.json``.
+
+    The trunk stays an ordinary model folder, so any tool that loads a GPT can read it; the head is two
+    numbers' worth of JSON beside it.
+    """
+    directory = save_pretrained(directory, model.trunk, tokenizer, metadata)
+    head = {"weight": model.head.weight[0].tolist(), "bias": model.head.bias.item()}
+    (directory / HEAD_FILE).write_text(json.dumps(head) + "\n", encoding="utf-8")
+    return directory
+
+
+def load_reward_model(
+    directory: str | os.PathLike, device: str | torch.device = "cpu"
+) -> tuple[ScalarHeadModel, BPETokenizer | None]:
+    """Load a folder written by :func:`save_reward_model`: ``(reward model in eval mode, tokenizer or None)``."""
+    directory = Path(directory)
+    head_path = directory / HEAD_FILE
+    if not head_path.is_file():
+        raise FileNotFoundError(f"{head_path}: not found; is {directory} a saved reward model?")
+    trunk, tokenizer, _ = load_pretrained(directory, device=device)
+    model = ScalarHeadModel(trunk, trunk.config.d_model).to(device)
+    head = json.loads(head_path.read_text(encoding="utf-8"))
+    with torch.no_grad():
+        model.head.weight.copy_(torch.tensor([head["weight"]], device=device))
+        model.head.bias.fill_(head["bias"])
+    return model.eval(), tokenizer
