@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -27,12 +28,86 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
+#: The course's time budget for one notebook's cells under the README's test command (one thread per kernel).
+CELL_TIME_BUDGET_S = 60.0
+
+
+class CellTimer:
+    """Adds up the time the kernel spends running cells, from the setup cell on.
+
+    Wall time since the first cell would count a learner's reading time; this counts only execution, which is
+    what the course's per-notebook budget is about. It hooks IPython's ``pre_run_cell``/``post_run_cell``.
+    """
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self.cells = 0
+        self._started: float | None = time.perf_counter()  # the setup cell is already running when we start
+
+    def pre_run_cell(self, *_: object) -> None:
+        self._started = time.perf_counter()
+
+    def post_run_cell(self, *_: object) -> None:
+        if self._started is not None:
+            self.total_s += time.perf_counter() - self._started
+            self.cells += 1
+            self._started = None
+
+    def elapsed_s(self) -> float:
+        """Seconds of cell execution so far, including the cell that is running now."""
+        running = time.perf_counter() - self._started if self._started is not None else 0.0
+        return self.total_s + running
+
+
+_timer: CellTimer | None = None
+
+
+def _start_cell_timer() -> None:
+    """Register one :class:`CellTimer` with the running IPython kernel (a no-op outside IPython)."""
+    global _timer
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    if _timer is not None:  # setup() run twice in one kernel: keep counting with the same timer
+        return
+    _timer = CellTimer()
+    shell.events.register("pre_run_cell", _timer.pre_run_cell)
+    shell.events.register("post_run_cell", _timer.post_run_cell)
+
+
+def cell_time_s() -> float | None:
+    """Seconds this kernel has spent running cells since :func:`setup` (None outside IPython)."""
+    return None if _timer is None else _timer.elapsed_s()
+
+
+def print_run_time(budget_s: float = CELL_TIME_BUDGET_S) -> None:
+    """Print how long this notebook's cells have run in total, against the course's budget.
+
+    The last cell of every notebook calls it. The number depends on the machine, so that cell is not
+    compared by nbval.
+    """
+    seconds = cell_time_s()
+    if seconds is None:
+        print("cell time not measured (setup() was not run in an IPython kernel)")
+        return
+    print(
+        f"this notebook's cells ran for {seconds:.0f} s in total "
+        f"(course budget: {budget_s:.0f} s on a 2-core CPU with one torch thread, as the test command runs it)"
+    )
+
+
 def setup(seed: int = 0, threads: int | None = None, use_gpu: bool = True) -> torch.device:
     """Seed every generator, pick the device (a GPU when present) and set matplotlib defaults.
 
     ``threads`` fixes torch's CPU thread count (same count → bit-identical results); by default torch's
-    own choice is kept. Returns the device notebooks should compute on.
+    own choice is kept. Also starts adding up cell time for :func:`print_run_time`. Returns the device
+    notebooks should compute on.
     """
+    _start_cell_timer()
     seed_everything(seed)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -114,7 +189,8 @@ def check_environment() -> list[tuple[str, bool, str]]:
     except FileNotFoundError as error:
         rows.append(("course data in data/", False, str(error)))
     device = pick_device()
-    detail = torch.cuda.get_device_name(0) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    threads = torch.get_num_threads()
+    detail = torch.cuda.get_device_name(0) if device.type == "cuda" else f"{threads} CPU thread{'s' * (threads != 1)}"
     rows.append(("compute device", True, f"{device.type} ({detail})"))
     return rows
 

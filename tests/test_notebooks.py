@@ -64,3 +64,30 @@ def test_exercises_have_solutions_that_check_themselves(path: Path) -> None:
     assert solutions, f"{path.name}: no exercise solution cell (tag 'solution')"
     for cell in solutions:
         assert "assert" in "".join(cell["source"]), f"{path.name}: solution cell {cell.get('execution_count')}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_ends_by_printing_its_cell_time(path: Path) -> None:
+    """The course's time budget is visible in every notebook: its last cell prints the cells' total run time."""
+    last = _code_cells(path)[-1]
+    source = "".join(last["source"])
+    assert "print_run_time()" in source and source.startswith("# NBVAL_IGNORE_OUTPUT"), path.name
+    printed = "".join("".join(o.get("text", "")) for o in last.get("outputs", []) if o.get("name") == "stdout")
+    assert "cells ran for" in printed, f"{path.name}: re-run it so the last cell prints its cell time"
+
+
+def test_the_cell_timer_adds_up_only_cell_execution() -> None:
+    """Time between cells (a learner reading) must not count; time inside cells must."""
+    import time
+
+    from minillm.notebook import CellTimer
+
+    timer = CellTimer()
+    timer.post_run_cell()  # the setup cell ends
+    after_setup = timer.total_s
+    time.sleep(0.05)  # reading, not running
+    timer.pre_run_cell()
+    time.sleep(0.02)
+    timer.post_run_cell()
+    assert timer.cells == 2
+    assert 0.02 <= timer.total_s - after_setup < 0.05
