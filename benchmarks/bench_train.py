@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 from minillm.batches import RandomWindows
 from minillm.model import GPT
-from minillm.train import TrainConfig, Trainer
-from minillm.train.cli import build_model
+from minillm.train import TrainConfig, Trainer, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,8 +97,8 @@ def overhead(rounds: int, steps: int, threads: int) -> None:
 
 def timed_run(minutes: float, threads: int) -> None:
     """Train the course model on the course corpus for ``minutes`` and report the validation loss."""
+    from minillm.batches import encode_documents
     from minillm.checkpoint import load_pretrained
-    from minillm.train.cli import encode_documents
 
     torch.set_num_threads(threads)
     _, tokenizer, _ = load_pretrained(ROOT / "data" / "base")

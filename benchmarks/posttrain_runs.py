@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from minillm import sft
-from minillm.alignment import batching, reward_model, rlhf, training
+from minillm import chat, sft
+from minillm.alignment import reward_model, rlhf, training
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.paths import data_dir, data_path
@@ -81,7 +81,7 @@ def load_model(folder: Path):
 
 def val_stream(tokenizer) -> torch.Tensor:
     """The first held-out stories as one token stream (documents separated by <|endoftext|>)."""
-    eot = sft.special_token_id(tokenizer, sft.ENDOFTEXT)
+    eot = chat.special_token_id(tokenizer, chat.ENDOFTEXT)
     ids: list[int] = []
     for story in load_stories(data_path("stories_val.txt"))[:VAL_STORIES]:
         ids += tokenizer.encode(story, allowed_special="none") + [eot]
@@ -89,13 +89,13 @@ def val_stream(tokenizer) -> torch.Tensor:
 
 
 def fits(tokenizer, context: int, prompt: str, room: int) -> bool:
-    return len(sft.encode_prompt(prompt, tokenizer)) + room <= context
+    return len(chat.encode_prompt(prompt, tokenizer)) + room <= context
 
 
 def eval_samples(model, tokenizer, prompts: list[str]) -> tuple[list[str], list[str]]:
     """N_SAMPLES replies per prompt at temperature 1 (fixed seed): the prompts repeated, and the replies."""
     repeated = [p for p in prompts for _ in range(N_SAMPLES)]
-    sampled = sft.generate_responses(
+    sampled = chat.generate_responses(
         model,
         tokenizer,
         repeated,
@@ -119,7 +119,7 @@ def evaluate(model, tokenizer, prompts: list[str], stream: torch.Tensor, rm=None
     measured on too (``gold_sampled``: N_SAMPLES per prompt, fixed seed); greedy replies are reported beside.
     With a reward model ``rm``, the samples' mean proxy reward is reported too (``proxy_sampled``).
     """
-    replies = sft.generate_responses(model, tokenizer, prompts, max_new_tokens=EVAL_MAX_NEW)
+    replies = chat.generate_responses(model, tokenizer, prompts, max_new_tokens=EVAL_MAX_NEW)
     repeated, sampled = eval_samples(model, tokenizer, prompts)
     sampled_scores = [gold_score(p, r) for p, r in zip(repeated, sampled, strict=True)]
     context = model.config.context_length
@@ -156,9 +156,9 @@ def eval_set(tokenizer, context: int) -> list[str]:
 def stage_sft() -> None:
     base, tok = load_model(base_dir())
     context = base.config.context_length
-    pad = sft.special_token_id(tok, sft.END)
+    pad = chat.special_token_id(tok, chat.END)
     rows = load_jsonl(data_path("sft_train.jsonl"))
-    examples = [sft.encode_chat(r["messages"], tok) for r in rows]
+    examples = [chat.encode_chat(r["messages"], tok) for r in rows]
     examples = [e for e in examples if len(e.ids) <= context + 1]
     stream, prompts = val_stream(tok), eval_set(tok, context)
     log(f"SFT: {len(examples)} examples, {len(prompts)} eval prompts, {stream.numel()} val tokens")
@@ -206,8 +206,8 @@ def preference_pairs(tok, context: int, split: str, limit: int) -> tuple[list, l
     rows = load_jsonl(data_path(f"prefs_{split}.jsonl"))
     pairs, kept = [], []
     for row in rows:
-        chosen = batching.encode_response(row["prompt"], row["chosen"], tok)
-        rejected = batching.encode_response(row["prompt"], row["rejected"], tok)
+        chosen = chat.encode_response(row["prompt"], row["chosen"], tok)
+        rejected = chat.encode_response(row["prompt"], row["rejected"], tok)
         if max(len(chosen.ids), len(rejected.ids)) <= context:
             pairs.append((chosen, rejected))
             kept.append(row)
@@ -218,9 +218,9 @@ def preference_pairs(tok, context: int, split: str, limit: int) -> tuple[list, l
 
 @torch.no_grad()
 def rm_scores(rm, tok, prompt: str, responses: list[str]) -> list[float]:
-    pad = sft.special_token_id(tok, sft.END)
-    ids, mask = batching.pad_sequences(
-        [batching.encode_response(prompt, r, tok) for r in responses], pad, max_len=rm.trunk.config.context_length
+    pad = chat.special_token_id(tok, chat.END)
+    ids, mask = chat.pad_chat(
+        [chat.encode_response(prompt, r, tok) for r in responses], pad, max_len=rm.trunk.config.context_length
     )
     return rm(ids, mask).tolist()
 
@@ -228,7 +228,7 @@ def rm_scores(rm, tok, prompt: str, responses: list[str]) -> list[float]:
 def onpolicy_groups(policy, tok, prompts: list[str], seed: int) -> list[dict]:
     """ONPOLICY_SAMPLES samples (temperature 1) from ``policy`` per prompt, each with its gold score."""
     repeated = [p for p in prompts for _ in range(ONPOLICY_SAMPLES)]
-    responses = sft.generate_responses(
+    responses = chat.generate_responses(
         policy, tok, repeated, max_new_tokens=RL_MAX_NEW, temperature=1.0, generator=torch.Generator().manual_seed(seed)
     )
     groups = []
@@ -246,8 +246,8 @@ def comparisons(groups: list[dict], tok, context: int) -> list:
         worst = min(range(len(g["gold"])), key=g["gold"].__getitem__)
         if g["gold"][best] - g["gold"][worst] < ONPOLICY_MARGIN:
             continue
-        chosen = batching.encode_response(g["prompt"], g["responses"][best], tok)
-        rejected = batching.encode_response(g["prompt"], g["responses"][worst], tok)
+        chosen = chat.encode_response(g["prompt"], g["responses"][best], tok)
+        rejected = chat.encode_response(g["prompt"], g["responses"][worst], tok)
         if max(len(chosen.ids), len(rejected.ids)) <= context:
             pairs.append((chosen, rejected))
     return pairs
@@ -266,7 +266,7 @@ def best_of_n(rm, tok, groups: list[dict]) -> dict:
 def train_and_measure_rm(policy, tok, train_pairs, steps, val_pairs, onpolicy_val_pairs, val_groups) -> tuple:
     seed_everything(0)
     rm = reward_model.ScalarHeadModel(copy.deepcopy(policy), policy.config.d_model)
-    pad = sft.special_token_id(tok, sft.END)
+    pad = chat.special_token_id(tok, chat.END)
     history = training.train_reward_model(
         rm, train_pairs, pad, steps, RM_LR, RM_BATCH, generator=torch.Generator().manual_seed(0)
     )
@@ -375,7 +375,7 @@ def onpolicy_training_pairs(groups: list[dict], tok, context: int) -> list:
     """Every ordered pair of one prompt's samples whose gold scores differ by at least the margin, better first."""
     pairs = []
     for g in groups:
-        encoded = [batching.encode_response(g["prompt"], r, tok) for r in g["responses"]]
+        encoded = [chat.encode_response(g["prompt"], r, tok) for r in g["responses"]]
         for i, j in itertools.permutations(range(len(encoded)), 2):
             if (
                 g["gold"][i] - g["gold"][j] >= ONPOLICY_MARGIN
@@ -567,7 +567,7 @@ def stage_dpo(pairs: str = "preference") -> None:
     model's own samples that the RLHF runs' reward model learned from — the like-for-like comparison."""
     reference, tok = load_model(OUT / "sft")
     context = reference.config.context_length
-    pad = sft.special_token_id(tok, sft.END)
+    pad = chat.special_token_id(tok, chat.END)
     if pairs == "onpolicy":
         train_pairs = onpolicy_training_set(reference, tok)[1]
     else:

@@ -1,6 +1,8 @@
-"""Training batches for a causal LM: random contiguous windows of a long token array.
+"""The corpus as one token stream: text → token file → training batches of random windows.
 
 Pretraining treats the corpus as one long stream of token ids (documents joined by ``<|endoftext|>``).
+:func:`encode_documents` builds that stream from a string; :func:`encode_file` writes it from a text file
+straight to a token file, one document at a time, so a corpus larger than memory can be encoded.
 A batch is ``B`` windows of ``T + 1`` consecutive tokens starting at random offsets; the input is the
 first ``T`` tokens and the target the same window shifted by one. Token arrays are stored as raw
 ``uint16``/``uint32`` files and opened with ``numpy.memmap``, so a corpus larger than memory costs only
@@ -9,12 +11,21 @@ the pages a batch touches.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import torch
+
+from minillm.data import iter_documents, split_documents
+from minillm.tokenizer import ENDOFTEXT
+
+if TYPE_CHECKING:
+    from minillm.tokenizer import BPETokenizer
 
 _DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
 
@@ -26,6 +37,25 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
 
+@contextlib.contextmanager
+def _atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """An open binary file that appears at ``path`` only when the block succeeds.
+
+    Why: a run that is interrupted half way must not leave a truncated token file that the next run
+    would take for a finished one. The bytes go to a uniquely named temporary file in the same folder
+    (so two writers never share it, and the rename stays on one file system), which replaces ``path`` in
+    one step at the end, or is deleted if anything goes wrong.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            yield handle
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def save_tokens(ids: np.ndarray | list[int] | torch.Tensor, path: str | os.PathLike, vocab_size: int) -> Path:
     """Write token ids as a raw array (dtype from :func:`token_dtype`), atomically (temp file + rename)."""
     dtype = token_dtype(vocab_size)
@@ -35,10 +65,8 @@ def save_tokens(ids: np.ndarray | list[int] | torch.Tensor, path: str | os.PathL
     if array.size and (array.min() < 0 or array.max() >= vocab_size):
         raise ValueError(f"token ids must lie in [0, {vocab_size}), got range [{array.min()}, {array.max()}]")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    array.astype(dtype).tofile(tmp)
-    os.replace(tmp, path)
+    with _atomic_file(path) as handle:
+        array.astype(dtype).tofile(handle)
     return path
 
 
@@ -48,6 +76,50 @@ def load_tokens(path: str | os.PathLike, vocab_size: int) -> np.memmap:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: token file not found")
     return np.memmap(path, dtype=token_dtype(vocab_size), mode="r")
+
+
+def encode_documents(tokenizer: BPETokenizer, text: str) -> np.ndarray:
+    """One token stream: every document followed by ``<|endoftext|>``, so the model learns where stories end.
+
+    Documents are :func:`~minillm.data.split_documents` of ``text``; their content is encoded with special
+    tokens off, so a story that contains the text ``<|endoftext|>`` cannot fake a document boundary.
+    """
+    eot = tokenizer.special_tokens[ENDOFTEXT]
+    ids: list[int] = []
+    for document in split_documents(text):
+        ids.extend(tokenizer.encode(document, allowed_special="none"))
+        ids.append(eot)
+    return np.asarray(ids, dtype=np.int64)
+
+
+def encode_file(
+    tokenizer: BPETokenizer, source: str | os.PathLike, target: str | os.PathLike, chunk_tokens: int = 1 << 20
+) -> Path:
+    """Encode a text file into a token file: the bytes of ``save_tokens(encode_documents(tokenizer, text))``.
+
+    Why not that one-liner: it holds the whole text and every id of it in memory at once. This reads the
+    file one document at a time (:func:`~minillm.data.iter_documents`: same UTF-8, BOM and line-end
+    handling, same documents) and appends the ids to the file every ``chunk_tokens`` ids, so memory stays
+    bounded by one document plus one chunk, whatever the file's size. The result appears at ``target``
+    only when complete (see :func:`_atomic_file`); a missing, empty or non-UTF-8 ``source`` raises an
+    error naming it and leaves no file behind.
+    """
+    if chunk_tokens <= 0:
+        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    documents = iter_documents(source)  # a missing file fails here, before anything is written
+    dtype = token_dtype(tokenizer.vocab_size)
+    eot = tokenizer.special_tokens[ENDOFTEXT]
+    target = Path(target)
+    with _atomic_file(target) as handle:
+        pending: list[int] = []
+        for document in documents:
+            pending.extend(tokenizer.encode(document, allowed_special="none"))
+            pending.append(eot)
+            if len(pending) >= chunk_tokens:
+                np.asarray(pending, dtype=dtype).tofile(handle)
+                pending = []
+        np.asarray(pending, dtype=dtype).tofile(handle)
+    return target
 
 
 def _as_array(tokens: np.ndarray | torch.Tensor | list[int]) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from minillm.chat import ENDOFTEXT
 from minillm.model import GPT, GPTConfig
 
 __all__ = ["export_pretrained", "import_pretrained", "to_hf_config", "to_hf_state_dict", "architecture_of"]
@@ -155,7 +156,7 @@ def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = No
     folder.mkdir(parents=True, exist_ok=True)
     eos = None
     if tokenizer is not None:
-        eos = tokenizer.special_tokens.get("<|endoftext|>")
+        eos = tokenizer.special_tokens.get(ENDOFTEXT)
     hf_config = to_hf_config(model.config, bos_token_id=eos, eos_token_id=eos)
     tf = _transformers()
     architecture = tf.GPT2LMHeadModel if architecture_of(model.config) == "gpt2" else tf.LlamaForCausalLM
@@ -180,10 +181,10 @@ def export_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
     tf = _transformers()
     specials = dict(tokenizer.special_tokens)
     extra = {}
-    if "<|endoftext|>" in specials:
-        extra = dict(bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    if ENDOFTEXT in specials:
+        extra = dict(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT)
     fast = tf.PreTrainedTokenizerFast(tokenizer_object=to_tokenizers(tokenizer), **extra)
-    fast.add_special_tokens({"additional_special_tokens": [t for t in specials if t != "<|endoftext|>"]})
+    fast.add_special_tokens({"additional_special_tokens": [t for t in specials if t != ENDOFTEXT]})
     fast.save_pretrained(str(folder))
     meta = Path(folder) / "minillm_tokenizer.json"
     meta.write_text(json.dumps({"special_tokens": specials}, indent=2) + "\n")

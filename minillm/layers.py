@@ -25,7 +25,6 @@ __all__ = [
     "LayerNorm",
     "RMSNorm",
     "GELU",
-    "SiLU",
     "GeluMLP",
     "SwiGLU",
     "make_norm",
@@ -206,13 +205,6 @@ class GELU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(x, approximate=self.approximate)
-
-
-class SiLU(nn.Module):
-    """SiLU activation x·σ(x)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.silu(x)
 
 
 class GeluMLP(nn.Module):

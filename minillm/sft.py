@@ -1,12 +1,9 @@
 """Supervised fine-tuning (SFT): teach a text completer the chat format, with the loss on responses only.
 
-A pretrained model continues text. To make it answer, we show it conversations written in a fixed
-format with special tokens::
-
-    <|endoftext|><|system|>…<|end|><|user|>…<|end|><|assistant|>…<|end|>
-
-and train with the ordinary next-token loss — but only on the assistant's tokens (its content and the
-closing ``<|end|>``, so it learns to stop). The prompt still conditions every prediction; it just is not a
+A pretrained model continues text. To make it answer, we show it conversations written in the chat
+format (:mod:`minillm.chat`: ``<|endoftext|><|user|>…<|end|><|assistant|>…<|end|>``) and train with the
+ordinary next-token loss — but only on the assistant's tokens (its content and the closing ``<|end|>``, so
+it learns to stop). The prompt still conditions every prediction; it just is not a
 target: we want the model to learn to answer, not to imitate users.
 
 Normalisation is a choice, made explicit by :func:`sft_loss`: ``"token"`` averages over every response
@@ -20,7 +17,6 @@ pretraining taught (catastrophic forgetting) — see :func:`lm_validation_loss` 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,46 +24,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minillm.chat import ChatTokens, generate_responses, right_pad
 from minillm.train.config import TrainConfig
 from minillm.train.loop import Trainer
 
 __all__ = [
-    "ENDOFTEXT",
-    "SYSTEM",
-    "USER",
-    "ASSISTANT",
-    "END",
-    "CHAT_SPECIAL_TOKENS",
-    "ChatTokens",
     "SFTBatch",
-    "special_token_id",
-    "encode_chat",
-    "encode_prompt",
     "collate",
     "sft_loss",
     "ChatBatches",
     "SFTHistory",
     "train_sft",
-    "generate_responses",
     "task_success",
     "lm_validation_loss",
 ]
-
-ENDOFTEXT, SYSTEM, USER, ASSISTANT, END = "<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
-CHAT_SPECIAL_TOKENS = (ENDOFTEXT, SYSTEM, USER, ASSISTANT, END)
-_ROLE_MARKERS = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT}
-
-
-@dataclass
-class ChatTokens:
-    """Token ids of one conversation and, for each, 1 if it is a training target (assistant output)."""
-
-    ids: list[int]
-    loss_mask: list[int]
-
-    def __post_init__(self) -> None:
-        if len(self.ids) != len(self.loss_mask):
-            raise ValueError(f"{len(self.ids)} ids but {len(self.loss_mask)} mask entries")
 
 
 @dataclass
@@ -80,54 +50,6 @@ class SFTBatch:
 
     def to(self, device: torch.device | str) -> SFTBatch:
         return SFTBatch(self.inputs.to(device), self.targets.to(device), self.mask.to(device))
-
-
-def special_token_id(tokenizer, token: str) -> int:
-    """The single id the tokenizer gives a special token (an error if it splits it into pieces)."""
-    ids = tokenizer.encode(token)
-    if len(ids) != 1:
-        raise ValueError(
-            f"the tokenizer encodes {token!r} as {len(ids)} tokens {ids}; it must know the chat special tokens "
-            f"{CHAT_SPECIAL_TOKENS}"
-        )
-    return ids[0]
-
-
-def _check_messages(messages: Sequence[dict]) -> None:
-    if not messages:
-        raise ValueError("a conversation needs at least one message")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in _ROLE_MARKERS:
-            raise ValueError(f"message {i} must be a dict with role in {sorted(_ROLE_MARKERS)}, got {message!r}")
-        if not isinstance(message.get("content"), str):
-            raise TypeError(f"message {i} content must be a str, got {type(message.get('content')).__name__}")
-
-
-def encode_chat(messages: Sequence[dict], tokenizer) -> ChatTokens:
-    """Encode a conversation in the course's chat format, with the loss mask on assistant output.
-
-    Each piece (marker or content) is encoded on its own, so a BPE merge never straddles the border
-    between prompt and response, and a prompt encodes exactly as it will at generation time.
-    """
-    _check_messages(messages)
-    ids: list[int] = [special_token_id(tokenizer, ENDOFTEXT)]
-    mask: list[int] = [0]
-    end_id = special_token_id(tokenizer, END)
-    for message in messages:
-        trained = int(message["role"] == "assistant")
-        content = tokenizer.encode(message["content"])
-        ids += [special_token_id(tokenizer, _ROLE_MARKERS[message["role"]]), *content, end_id]
-        mask += [0] + [trained] * (len(content) + 1)
-    return ChatTokens(ids, mask)
-
-
-def encode_prompt(messages: Sequence[dict] | str, tokenizer) -> list[int]:
-    """The ids that ask the model for the next assistant turn (a str is one user message)."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    if any(m.get("role") == "assistant" for m in messages[-1:]):
-        raise ValueError("the prompt's last message is the assistant's; nothing is left to generate")
-    return encode_chat(messages, tokenizer).ids + [special_token_id(tokenizer, ASSISTANT)]
 
 
 def collate(examples: Sequence[ChatTokens], pad_id: int, max_len: int | None = None) -> SFTBatch:
@@ -145,14 +67,8 @@ def collate(examples: Sequence[ChatTokens], pad_id: int, max_len: int | None = N
         if max_len is not None:
             inputs, targets, mask = inputs[:max_len], targets[:max_len], mask[:max_len]
         rows.append((inputs, targets, mask))
-    width = max(len(r[0]) for r in rows)
-    out = torch.full((3, len(rows), width), pad_id, dtype=torch.long)
-    out[2] = 0
-    for b, (inputs, targets, mask) in enumerate(rows):
-        out[0, b, : len(inputs)] = torch.tensor(inputs)
-        out[1, b, : len(targets)] = torch.tensor(targets)
-        out[2, b, : len(mask)] = torch.tensor(mask)
-    return SFTBatch(out[0], out[1], out[2])
+    inputs, targets, mask = zip(*rows, strict=True)
+    return SFTBatch(right_pad(inputs, pad_id), right_pad(targets, pad_id), right_pad(mask, 0))
 
 
 def sft_loss(
@@ -279,41 +195,6 @@ def train_sft(
     records = trainer.run()
     model.eval()
     return SFTHistory(loss=[r.get("sft_loss", r["loss"]) for r in records], records=records)
-
-
-@torch.no_grad()
-def generate_responses(
-    model: nn.Module,
-    tokenizer,
-    prompts: Sequence[str | Sequence[dict]],
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-) -> list[str]:
-    """The model's assistant reply to each prompt, decoded up to (not including) ``<|end|>``.
-
-    Prompts of equal token length are generated as one batch (right after the prompt, so no padding
-    is needed); ``temperature`` 0 is greedy.
-    """
-    end_id = special_token_id(tokenizer, END)
-    device = next(model.parameters()).device
-    encoded = [encode_prompt(p, tokenizer) for p in prompts]
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, ids in enumerate(encoded):
-        by_length[len(ids)].append(i)
-    replies: list[str] = [""] * len(prompts)
-    for length, members in sorted(by_length.items()):
-        idx = torch.tensor([encoded[i] for i in members], device=device)
-        budget = min(max_new_tokens, model.config.context_length - length)
-        if budget < 1:
-            raise ValueError(f"a prompt of {length} tokens leaves no room in the context")
-        out = model.generate(idx, budget, temperature=temperature, generator=generator, eos_id=end_id)
-        for row, i in enumerate(members):
-            new = out[row, length:].tolist()
-            if end_id in new:
-                new = new[: new.index(end_id)]
-            replies[i] = tokenizer.decode(new)
-    return replies
 
 
 def task_success(

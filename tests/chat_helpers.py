@@ -2,13 +2,13 @@
 
 import re
 
-from minillm import sft
+from minillm.chat import CHAT_SPECIAL_TOKENS
 
 
 class CharTokenizer:
     """Characters a–z, space, '?' and '.', plus the course's chat special tokens (one id each)."""
 
-    specials = list(sft.CHAT_SPECIAL_TOKENS)
+    specials = list(CHAT_SPECIAL_TOKENS)
     chars = "abcdefghijklmnopqrstuvwxyz ?."
 
     def __init__(self):
@@ -16,7 +16,9 @@ class CharTokenizer:
         self.index = {t: i for i, t in enumerate(self.vocab)}
         self.pattern = re.compile("(" + "|".join(map(re.escape, self.specials)) + ")")
 
-    def encode(self, text):
+    def encode(self, text, allowed_special="all"):
+        if allowed_special == "none":  # markers typed as text are characters (and these have no ids here)
+            return [self.index[c] for c in text]
         ids = []
         for piece in self.pattern.split(text):
             ids += [self.index[piece]] if piece in self.specials else [self.index[c] for c in piece]

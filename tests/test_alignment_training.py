@@ -6,8 +6,8 @@ import pytest
 import torch
 from chat_helpers import TOK
 
-from minillm import sft
-from minillm.alignment import batching, reward_model, rlhf, training
+from minillm import chat
+from minillm.alignment import reward_model, rlhf, training
 from minillm.model import GPT, GPTConfig
 
 PAD = TOK.index["<|end|>"]
@@ -30,22 +30,11 @@ def toy_pairs(n, seed):
         prompt = f"{filler}?"
         pairs.append(
             (
-                batching.encode_response(prompt, f"yes {filler}.", TOK),
-                batching.encode_response(prompt, f"no {filler}.", TOK),
+                chat.encode_response(prompt, f"yes {filler}.", TOK),
+                chat.encode_response(prompt, f"no {filler}.", TOK),
             )
         )
     return pairs
-
-
-def test_pad_sequences_right_pads_and_rejects_empty_responses():
-    a = batching.encode_response("ab?", "c.", TOK)
-    b = batching.encode_response("a?", "yes sir.", TOK)
-    ids, mask = batching.pad_sequences([a, b], pad_id=PAD)
-    assert ids.shape == mask.shape == (2, len(b.ids))
-    assert ids[0, : len(a.ids)].tolist() == a.ids and torch.all(ids[0, len(a.ids) :] == PAD)
-    assert mask[0].tolist() == a.loss_mask + [0] * (len(b.ids) - len(a.ids))
-    with pytest.raises(ValueError, match="no response token"):
-        batching.pad_sequences([a], pad_id=PAD, max_len=3)
 
 
 def test_reward_model_learns_a_toy_preference_above_chance_on_held_out_pairs():
@@ -69,7 +58,7 @@ def test_saved_reward_model_loads_back_with_the_same_scores(tmp_path):
     with torch.no_grad():
         rm.head.weight.normal_(generator=torch.Generator().manual_seed(1))
         rm.head.bias.fill_(0.3)
-    ids, mask = batching.pad_sequences([c for c, _ in toy_pairs(4, seed=2)], PAD)
+    ids, mask = chat.pad_chat([c for c, _ in toy_pairs(4, seed=2)], PAD)
     folder = reward_model.save_reward_model(tmp_path / "rm", rm.eval(), metadata={"made_by": "test"})
     loaded, tokenizer = reward_model.load_reward_model(folder)
     assert tokenizer is None and not loaded.training
@@ -105,7 +94,7 @@ def test_sample_rollouts_masks_the_response_up_to_the_first_end():
     )
     assert rollout.ids.shape[0] == rollout.mask.shape[0] == 6
     for row, prompt, text in zip(range(6), rollout.prompts, rollout.responses, strict=True):
-        prompt_ids = sft.encode_prompt(prompt, TOK)
+        prompt_ids = chat.encode_prompt(prompt, TOK)
         ids, mask = rollout.ids[row].tolist(), rollout.mask[row].tolist()
         assert ids[: len(prompt_ids)] == prompt_ids and not any(mask[: len(prompt_ids)])
         response = [i for i, m in zip(ids, mask, strict=True) if m]

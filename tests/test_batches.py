@@ -1,10 +1,27 @@
-"""minillm.batches: windows are contiguous slices of the stream, reproducible, resumable and shardable."""
+"""minillm.batches: text → token file (streamed, atomic), and windows that are contiguous slices of the
+stream, reproducible, resumable and shardable."""
+
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from minillm.batches import RandomWindows, load_tokens, save_tokens, sequential_windows, token_dtype
+from minillm import data
+from minillm.batches import (
+    RandomWindows,
+    encode_documents,
+    encode_file,
+    load_tokens,
+    save_tokens,
+    sequential_windows,
+    token_dtype,
+)
+from minillm.paths import data_path
+from minillm.tokenizer import BPETokenizer
 
 
 def test_windows_are_contiguous_and_targets_shifted_by_one():
@@ -90,3 +107,110 @@ def test_bad_arguments_raise():
         save_tokens([1, 2, 5000], "/tmp/never-written.bin", vocab_size=100)
     with pytest.raises(FileNotFoundError, match="token file"):
         load_tokens("/nonexistent/x.bin", 100)
+
+
+# ------------------------------------------------------------------------------ text file → token file
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> BPETokenizer:
+    return BPETokenizer.load(data_path("base") / "tokenizer.json")
+
+
+def _whole_file_bytes(tokenizer: BPETokenizer, path: Path, folder: Path) -> bytes:
+    """What the non-streaming way writes: the whole text, all its ids, one save."""
+    ids = encode_documents(tokenizer, data.load_text(path))
+    return save_tokens(ids, folder / "whole.bin", tokenizer.vocab_size).read_bytes()
+
+
+HAND_CASES = {
+    "crlf": b"Tom had a red ball.\r\nHe liked it.\r\n\r\nMia ran home.\r\n",
+    "bom": "\ufeffOnce upon a time.\n\nThe end.\n".encode(),
+    "blank lines with spaces and tabs": b"First story.\n \t \nSecond story,\nline two.\n\t\n\n  Third.  \n",
+    "fake separator in the text": b"A <|endoftext|> inside a story.\n\nNext.",
+    "one document, no final newline": "caf\u00e9 \u2014 \U0001f642 no blank line\nat all".encode(),
+}
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 3, 1 << 20])
+@pytest.mark.parametrize("case", sorted(HAND_CASES))
+def test_streamed_token_file_equals_encoding_the_whole_text(tokenizer, tmp_path, case, chunk_tokens):
+    source = tmp_path / "story.txt"
+    source.write_bytes(HAND_CASES[case])
+    target = encode_file(tokenizer, source, tmp_path / "out" / "train.bin", chunk_tokens=chunk_tokens)
+    assert target.read_bytes() == _whole_file_bytes(tokenizer, source, tmp_path)
+    ids = load_tokens(target, tokenizer.vocab_size)
+    assert ids[-1] == tokenizer.special_tokens["<|endoftext|>"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["train.bin"]  # no temporary file left
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(st.sampled_from(list("ab é🙂<|>\t\n\r\ufeff\xa0")), max_size=60), st.sampled_from([1, 2, 1 << 20]))
+def test_streamed_token_file_equals_encoding_the_whole_text_for_any_text(tokenizer, text, read_bytes):
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(data, "_CHUNK_BYTES", read_bytes)  # characters and CRLFs split between reads
+        source = Path(folder) / "t.txt"
+        source.write_bytes(text.encode())
+        if not text.removeprefix("\ufeff").strip():  # no document at all
+            with pytest.raises(ValueError, match="t.txt: the file is empty"):
+                encode_file(tokenizer, source, Path(folder) / "t.bin")
+            assert sorted(p.name for p in Path(folder).iterdir()) == ["t.txt"]
+            return
+        streamed = encode_file(tokenizer, source, Path(folder) / "t.bin", chunk_tokens=2).read_bytes()
+        assert streamed == _whole_file_bytes(tokenizer, source, Path(folder))
+
+
+def test_course_corpus_streams_to_the_same_ids(tokenizer, tmp_path):
+    source = data_path("stories_val.txt")
+    ids = load_tokens(encode_file(tokenizer, source, tmp_path / "val.bin"), tokenizer.vocab_size)
+    assert np.array_equal(ids, encode_documents(tokenizer, source.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    "content, error, message",
+    [
+        (None, FileNotFoundError, "not found"),
+        (b"", ValueError, "the file is empty"),
+        (b" \n\t\r\n\n", ValueError, "the file is empty"),
+        (
+            b"good start\n\n" + "na\u00efve".encode("latin-1"),
+            ValueError,
+            r"not UTF-8 text \(byte 14, line 3",
+        ),
+    ],
+)
+def test_bad_source_is_refused_by_name_and_leaves_nothing(tokenizer, tmp_path, content, error, message):
+    source = tmp_path / "nowhere.txt"
+    if content is not None:
+        source.write_bytes(content)
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(error, match=f"nowhere.txt: {message}"):
+        encode_file(tokenizer, source, out / "train.bin")
+    assert list(out.iterdir()) == []
+
+
+def test_failure_half_way_keeps_the_old_token_file_and_removes_the_temporary_one(tokenizer, tmp_path):
+    source = tmp_path / "t.txt"
+    source.write_text("one\n\ntwo\n\nthree\n", encoding="utf-8")
+    target = save_tokens([1, 2, 3], tmp_path / "out" / "train.bin", tokenizer.vocab_size)
+    calls, written = [], []
+
+    class Interrupted(BPETokenizer):
+        def encode(self, text, allowed_special="all"):
+            calls.append(text)
+            if len(calls) == 3:
+                # the first two documents are already on disk, in a temporary file beside the target
+                written.extend(p.stat().st_size for p in target.parent.iterdir() if p.name != "train.bin")
+                raise KeyboardInterrupt  # Ctrl-C after two documents were written
+            return super().encode(text, allowed_special)
+
+    broken = Interrupted.load(data_path("base") / "tokenizer.json")
+    with pytest.raises(KeyboardInterrupt):
+        encode_file(broken, source, target, chunk_tokens=1)
+    two_documents = len(encode_documents(tokenizer, "one\n\ntwo"))
+    assert written == [two_documents * 2]  # uint16: ids go to disk as they come, not all at the end
+    assert np.array_equal(load_tokens(target, tokenizer.vocab_size), [1, 2, 3])
+    assert sorted(p.name for p in target.parent.iterdir()) == ["train.bin"]
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        encode_file(tokenizer, source, target, chunk_tokens=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from minillm import paths
-from minillm.device import pick_device
+from minillm.device import pick_device, run_device
 from minillm.notebook import REPO_URL, setup
 from minillm.seed import seed_everything
 
@@ -53,6 +54,16 @@ def test_pick_device_defaults_and_errors() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="cuda"):
             pick_device("cuda")
+
+
+def test_run_device_names_win_and_ranks_get_their_own_gpu(monkeypatch) -> None:
+    assert run_device("cpu") == run_device("cpu", local_rank=1) == torch.device("cpu")
+    assert run_device("cuda:3") == torch.device("cuda:3")  # a name is taken as given
+    assert run_device() == pick_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run_device("auto", local_rank=1) == torch.device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run_device("auto", local_rank=1) == torch.device("cpu")
 
 
 def test_setup_seeds_and_returns_a_device() -> None:
@@ -157,3 +168,60 @@ def test_set_repo_url_rewrites_every_copy(tmp_path, monkeypatch) -> None:
     assert (
         "github/someone/fork-of-minillm/blob/main/notebooks/00_start_here.ipynb" in (tmp_path / "README.md").read_text()
     )
+
+
+# --------------------------------------------------------------- command-line modules sit on top, alone
+
+CLI_MODULES = {"minillm.train.cli", "minillm.pipeline.cli"}
+
+
+def _is_cli(module: str) -> bool:
+    return module in CLI_MODULES or module == "__main__" or module.endswith(".__main__")
+
+
+def _cli_imports(source: str, module: str) -> list[str]:
+    """The command-line modules that ``source`` (the code of ``module``) imports, relative imports resolved."""
+    package = module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if _is_cli(alias.name)]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]  # `from minillm.train import cli`
+            found += [name for name in names if _is_cli(name)]
+    return found
+
+
+def test_the_import_checker_sees_every_spelling() -> None:
+    spellings = [
+        "import minillm.train.cli",
+        "from minillm.train.cli import run",
+        "from minillm.train import cli",
+        "from .cli import main",
+        "from . import cli",
+        "from minillm import __main__",
+        "import minillm.pipeline.cli as pipeline_cli",
+    ]
+    for line in spellings:
+        assert _cli_imports(line, "minillm.train.run"), line
+    assert not _cli_imports("from minillm.train.run import run\nimport minillm.client", "minillm.train.x")
+
+
+def test_library_modules_never_import_command_line_modules() -> None:
+    """Command-line modules only parse arguments; the library must work without them (COURSE.md)."""
+    offenders = {}
+    for path in sorted((ROOT / "minillm").rglob("*.py")):
+        if path.name == "__main__.py":  # an entry point's one job is to call a command line
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if path.name == "__init__.py":
+            module += ".__init__"  # so that relative imports resolve inside the package itself
+        imported = _cli_imports(path.read_text(encoding="utf-8"), module)
+        if imported:
+            offenders[str(path.relative_to(ROOT))] = imported
+    assert not offenders, f"library modules import command-line modules: {offenders}"

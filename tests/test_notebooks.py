@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from minillm.notebook import REPO_URL
 
@@ -91,3 +92,13 @@ def test_the_cell_timer_adds_up_only_cell_execution() -> None:
     timer.post_run_cell()
     assert timer.cells == 2
     assert 0.02 <= timer.total_s - after_setup < 0.05
+
+
+def test_check_asserts_before_it_prints(capsys) -> None:
+    from minillm.notebook import check, check_close
+
+    check_close("same", torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-6]), 1e-5)
+    assert capsys.readouterr().out.startswith("✓ same: max |diff| = ")
+    with pytest.raises(AssertionError, match="far: max"):
+        check("far", 0.5, 1e-3)
+    assert capsys.readouterr().out == ""  # nothing printed for a failed check

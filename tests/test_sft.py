@@ -1,13 +1,13 @@
-"""Chat format, loss mask, padding invariance and the SFT loop, on a character tokenizer and a tiny GPT."""
+"""SFT batches, the response-only loss, padding invariance and the SFT loop, on a character tokenizer and a tiny GPT."""
 
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-from chat_helpers import TOK, CharTokenizer
+from chat_helpers import TOK
 
-from minillm import sft
+from minillm import chat, sft
 from minillm.model import GPT, GPTConfig
 
 CHAT = [{"role": "user", "content": "hi?"}, {"role": "assistant", "content": "yes."}]
@@ -20,47 +20,9 @@ def tiny_gpt(seed=0, context=48):
     return GPT(GPTConfig(vocab_size=len(TOK.vocab), context_length=context, n_layer=2, n_head=2, d_model=32))
 
 
-def test_encode_chat_layout_and_mask_by_hand():
-    got = sft.encode_chat(CHAT, TOK)
-    expected_text = "<|endoftext|><|user|>hi?<|end|><|assistant|>yes.<|end|>"
-    assert got.ids == TOK.encode(expected_text)
-    # prompt: eot, user, h, i, ?, end, assistant (7 tokens) → 0; response y, e, s, ., end → 1
-    assert got.loss_mask == [0] * 7 + [1] * 5
-    assert TOK.decode([i for i, m in zip(got.ids, got.loss_mask, strict=True) if m]) == "yes.<|end|>"
-
-
-def test_system_and_multi_turn_train_every_assistant_turn_only():
-    chat = [{"role": "system", "content": "be kind."}, *CHAT, {"role": "user", "content": "ok"}, CHAT[1]]
-    got = sft.encode_chat(chat, TOK)
-    trained = TOK.decode([i for i, m in zip(got.ids, got.loss_mask, strict=True) if m])
-    assert trained == "yes.<|end|>yes.<|end|>"
-
-
-def test_encode_prompt_ends_with_the_assistant_marker():
-    ids = sft.encode_prompt("hi?", TOK)
-    assert TOK.decode(ids) == "<|endoftext|><|user|>hi?<|end|><|assistant|>"
-    assert ids == sft.encode_chat(CHAT, TOK).ids[: len(ids)]  # the same prefix the model was trained on
-    with pytest.raises(ValueError, match="assistant"):
-        sft.encode_prompt(CHAT, TOK)
-
-
-def test_encode_chat_rejects_bad_messages_and_tokenizers():
-    with pytest.raises(ValueError, match="role"):
-        sft.encode_chat([{"role": "robot", "content": "x"}], TOK)
-    with pytest.raises(TypeError, match="content"):
-        sft.encode_chat([{"role": "user", "content": 3}], TOK)
-
-    class NoSpecials(CharTokenizer):
-        def encode(self, text):
-            return [0] * len(text)
-
-    with pytest.raises(ValueError, match="special tokens"):
-        sft.encode_chat(CHAT, NoSpecials())
-
-
 def test_collate_shifts_and_right_pads():
-    short = sft.encode_chat(CHAT, TOK)
-    long = sft.encode_chat([{"role": "user", "content": "hello there?"}, CHAT[1]], TOK)
+    short = chat.encode_chat(CHAT, TOK)
+    long = chat.encode_chat([{"role": "user", "content": "hello there?"}, CHAT[1]], TOK)
     batch = sft.collate([short, long], pad_id=99)
     n = len(short.ids) - 1
     assert batch.inputs.shape == batch.targets.shape == batch.mask.shape == (2, len(long.ids) - 1)
@@ -106,7 +68,7 @@ def test_sft_loss_rejects_bad_normalization_and_empty_masks():
 @pytest.mark.parametrize("normalization", ["token", "sequence"])
 def test_padding_an_example_does_not_change_its_loss(normalization):
     model = tiny_gpt().eval()
-    example = sft.encode_chat(CHAT, TOK)
+    example = chat.encode_chat(CHAT, TOK)
     alone = sft.collate([example], pad_id=0)
     padded = sft.collate([example], pad_id=0)
     extra = 9
@@ -119,7 +81,7 @@ def test_padding_an_example_does_not_change_its_loss(normalization):
     loss_padded = sft.sft_loss(model(padded.inputs), padded.targets, padded.mask, normalization)
     assert abs(loss_alone.item() - loss_padded.item()) < 1e-6
     # and in a batch next to a longer example, under per-sequence normalisation its own loss is unchanged
-    other = sft.encode_chat(
+    other = chat.encode_chat(
         [{"role": "user", "content": "what is the sky?"}, {"role": "assistant", "content": "blue."}], TOK
     )
     both = sft.collate([example, other], pad_id=0)
@@ -129,7 +91,7 @@ def test_padding_an_example_does_not_change_its_loss(normalization):
 
 def test_prompt_tokens_condition_the_loss_but_are_not_targets():
     model = tiny_gpt().eval()
-    example = sft.encode_chat(CHAT, TOK)
+    example = chat.encode_chat(CHAT, TOK)
     batch = sft.collate([example], pad_id=0)
     logits = model(batch.inputs)
     base = sft.sft_loss(logits, batch.targets, batch.mask)
@@ -147,13 +109,13 @@ def test_train_sft_learns_a_reply_that_greedy_generation_reproduces():
     model = tiny_gpt(seed=3)
     before = [p.detach().clone() for p in model.parameters()]
     examples = [
-        sft.encode_chat(CHAT, TOK),
-        sft.encode_chat([{"role": "user", "content": "no?"}, {"role": "assistant", "content": "no."}], TOK),
+        chat.encode_chat(CHAT, TOK),
+        chat.encode_chat([{"role": "user", "content": "no?"}, {"role": "assistant", "content": "no."}], TOK),
     ]
     history = sft.train_sft(model, examples, pad_id=0, steps=80, lr=1e-2, batch_size=4)
     assert history.loss[-1] < 0.05 < history.loss[0]
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    replies = sft.generate_responses(model, TOK, ["hi?", "no?", "hi?"], max_new_tokens=10)
+    replies = chat.generate_responses(model, TOK, ["hi?", "no?", "hi?"], max_new_tokens=10)
     assert replies == ["yes.", "no.", "yes."]
     score, _ = sft.task_success(model, TOK, ["hi?", "no?"], lambda p, r: float(r == ("yes." if p == "hi?" else "no.")))
     assert score == 1.0
@@ -161,8 +123,8 @@ def test_train_sft_learns_a_reply_that_greedy_generation_reproduces():
 
 def _two_examples():
     return [
-        sft.encode_chat(CHAT, TOK),
-        sft.encode_chat([{"role": "user", "content": "no?"}, {"role": "assistant", "content": "no not now."}], TOK),
+        chat.encode_chat(CHAT, TOK),
+        chat.encode_chat([{"role": "user", "content": "no?"}, {"role": "assistant", "content": "no not now."}], TOK),
     ]
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer, train_bpe_naive
 from minillm.tokenizer.bpe_train import descending_key
+from minillm.tokenizer.merges import apply_merges, merge_pair
 
 WORDS = "the cat sat on a mat and the dog ran to the big red ball Lily Tom was happy sad 42 1999 !?".split()
 
@@ -133,6 +134,46 @@ def test_encode_applies_merges_by_rank() -> None:
     assert tok.encode("bcab") == [256, 257]
 
 
+def rescan_encode(ids: list[int], ranks: dict) -> list[int]:
+    """The definition of encoding (notebook 01's loop): merge the lowest-ranked pair everywhere, repeat."""
+    while True:
+        candidates = [pair for pair in zip(ids, ids[1:], strict=False) if pair in ranks]
+        if not candidates:
+            return ids
+        pair = min(candidates, key=lambda p: ranks[p][0])
+        ids = merge_pair(ids, pair, ranks[pair][1])
+
+
+def test_merge_pair_is_left_to_right_without_overlaps() -> None:
+    assert merge_pair([1, 1, 1], (1, 1), 9) == [9, 1]
+    assert merge_pair([1, 2, 1, 2, 3], (1, 2), 9) == [9, 9, 3]
+    assert merge_pair(["h", "##u", "##g"], ("h", "##u"), "hu") == ["hu", "##g"]
+
+
+def test_heap_encoding_equals_the_rescan_loop() -> None:
+    """Random merge lists over a tiny alphabet, many of them re-creating an existing token (whose pairs may
+    then rank earlier than the merge that re-created it: the case that needs merges taken rank by rank)."""
+    rng = random.Random(0)
+    recreated = 0
+    for _ in range(400):
+        tokens = [b"a", b"b", b"c"][: rng.randint(1, 3)]
+        merges: list[tuple[bytes, bytes]] = []
+        for _ in range(rng.randint(1, 25)):
+            pair = (rng.choice(tokens), rng.choice(tokens))
+            if pair in merges or len(pair[0] + pair[1]) > 8:
+                continue
+            merges.append(pair)
+            if pair[0] + pair[1] in tokens:
+                recreated += 1
+            else:
+                tokens.append(pair[0] + pair[1])
+        tok = BPETokenizer(merges, pattern="none")
+        for _ in range(10):
+            ids = list(bytes(rng.choice(b"abc"[: len(tokens[:3])]) for _ in range(rng.randint(0, 40))))
+            assert apply_merges(ids, tok._ranks) == rescan_encode(ids, tok._ranks), (merges, ids)
+    assert recreated > 100
+
+
 def test_encoding_the_training_text_reproduces_training_merges() -> None:
     text = CORPORA["stories"]
     tok = BPETokenizer.train(text, 400)
@@ -252,3 +293,5 @@ def test_bad_input_errors() -> None:
         tok.token_to_id("zzzzzz")
     with pytest.raises(ValueError, match="uses a token"):
         BPETokenizer([(b"ab", b"c")])
+    with pytest.raises(ValueError, match="invalid pre-tokenization pattern"):
+        BPETokenizer([], pattern="(unclosed")

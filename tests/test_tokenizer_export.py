@@ -1,12 +1,15 @@
 """Our BPE against Hugging Face `tokenizers` (its own regex engine, merge loop and special-token matcher).
 
-`tokenizers` uses Oniguruma's Unicode tables and Python uses `unicodedata` (Unicode 14 on Python 3.11);
-code points unassigned in Python's table (category Cn) may be letters in the other, so the random-Unicode
-test leaves Cn out. Every assigned code point was checked to split identically (see test below).
+`tokenizers` uses Oniguruma's Unicode tables and our pre-tokenizer those of the `regex` package; the two
+are different Unicode versions, so a code point assigned in only one of them may be a letter in one and not
+in the other. The random-Unicode tests leave out what Python's `unicodedata` calls unassigned (category
+Cn), which is older than both. Every 31st assigned code point is checked to split identically (see below).
 """
 
 from __future__ import annotations
 
+import random
+import string
 import sys
 
 import pytest
@@ -24,7 +27,7 @@ UNICODE_SAMPLE = (
 )
 
 
-# Without pre-tokenization a whole text is one word, and BPE on one long word is quadratic: keep it small.
+# Without pre-tokenization a whole text is one word, and training rewrites that word at every merge: keep it small.
 TEXT_CHARS = {"gpt2": 200_000, "gpt4": 200_000, "none": 10_000}
 
 
@@ -85,6 +88,16 @@ def test_pretokenization_matches_oniguruma_on_assigned_code_points(name: str) ->
     for start in range(0, len(chars), 2000):
         text = "".join(f"{c}a {c}{c}1{c} 's{c}\n" for c in chars[start : start + 2000])
         assert pretokenize(text, name) == [piece for piece, _ in split.pre_tokenize_str(text)]
+
+
+def test_same_ids_on_long_text_without_spaces(pair) -> None:
+    """One pre-token of 50 000 letters: the merge loop's worst case (see `merges.apply_merges`)."""
+    tok, hf, _ = pair
+    rng = random.Random(0)
+    text = "".join(rng.choices(string.ascii_lowercase, k=50_000))
+    assert tok.encode(text) == hf.encode(text).ids
+    repeated = "thecat" * 8_000 + "aaaa" * 2_000  # runs of one merge, and a pair overlapping itself
+    assert tok.encode(repeated) == hf.encode(repeated).ids
 
 
 def test_special_tokens_and_overlaps_agree() -> None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_corpus import course_text
 from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 
 from minillm.tokenizer import WordPieceTokenizer, to_tokenizers
-from minillm.tokenizer.wordpiece import BERT_SPECIAL_TOKENS
+from minillm.tokenizer.wordpiece import _WHITE_SPACE, BERT_SPECIAL_TOKENS
 
 ADVERSARIAL = [
     "",
@@ -109,6 +111,12 @@ def test_export_matches(trained) -> None:
     exported = to_tokenizers(tok)
     texts = [*ADVERSARIAL, *course_text(20_000, offset=200_000).split("\n")]
     assert tok.encode_batch(texts) == [e.ids for e in exported.encode_batch(texts)]
+
+
+def test_white_space_is_the_pretokenizers_backslash_s() -> None:
+    """WordPiece spells Unicode White_Space out; BPE pre-tokenization gets it from `regex`'s \\s. Same set."""
+    everything = "".join(chr(cp) for cp in range(sys.maxunicode + 1))
+    assert set(regex.findall(r"\s", everything)) == _WHITE_SPACE
 
 
 def test_greedy_longest_match_and_unknown() -> None:

@@ -16,7 +16,8 @@ from torch import nn
 from minillm.batches import RandomWindows
 from minillm.checkpoint import load_pretrained
 from minillm.model import GPT, GPTConfig
-from minillm.train import TrainConfig, Trainer, main
+from minillm.train import TrainConfig, Trainer
+from minillm.train.cli import main
 
 TINY = dict(vocab_size=64, context_length=16, n_layer=2, n_head=2, d_model=32)
 
@@ -205,8 +206,7 @@ def test_cli_trains_tokenizer_and_model_and_saves_everything(tmp_path, capsys):
     assert tokenizer.vocab_size == model.config.vocab_size == 300
     assert "<|endoftext|>" in tokenizer.special_tokens and "<|assistant|>" in tokenizer.special_tokens
     # the recorded validation loss is reproducible from the saved files
-    from minillm.batches import sequential_windows
-    from minillm.train.cli import encode_documents
+    from minillm.batches import encode_documents, sequential_windows
 
     ids = encode_documents(tokenizer, val.read_text())
     total = count = 0

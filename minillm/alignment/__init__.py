@@ -6,8 +6,12 @@ One file per idea, read in this order:
 - :mod:`~minillm.alignment.kl` — per-token KL estimators (k1, k2, k3) against a frozen reference;
 - :mod:`~minillm.alignment.reward_model` — a transformer with a scalar head, Bradley–Terry loss;
 - :mod:`~minillm.alignment.advantages` — GAE (with a value head) and GRPO group-normalised advantages;
-- :mod:`~minillm.alignment.ppo` — the clipped surrogate, the KL-penalised per-token reward, the RLHF loop;
-- :mod:`~minillm.alignment.dpo` — direct preference optimisation from pairs, no reward model.
+- :mod:`~minillm.alignment.ppo` — the clipped surrogate and the KL-penalised per-token reward;
+- :mod:`~minillm.alignment.rlhf` — the RLHF loop: sample rollouts, score them, PPO or GRPO updates;
+- :mod:`~minillm.alignment.dpo` — direct preference optimisation from pairs, no reward model;
+- :mod:`~minillm.alignment.training` — the reward-model and DPO training loops over preference pairs.
+
+Prompt–response sequences are encoded and padded by the chat format, :mod:`minillm.chat`.
 
 Import the submodules explicitly (``from minillm.alignment import dpo``).
 """

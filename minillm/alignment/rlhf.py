@@ -35,7 +35,7 @@ from minillm.alignment.kl import kl_k1, kl_k3
 from minillm.alignment.logprobs import masked_mean, masked_sum, token_entropy, token_logprobs
 from minillm.alignment.ppo import clipped_policy_loss, clipped_value_loss, kl_penalised_rewards
 from minillm.alignment.reward_model import ScalarHeadModel
-from minillm.sft import END, encode_prompt, special_token_id
+from minillm.chat import END, encode_prompt, right_pad, special_token_id
 
 __all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "sample_rollouts", "train_rlhf"]
 
@@ -131,12 +131,7 @@ def sample_rollouts(
             texts.append(tokenizer.decode(new[: n_resp - 1] if end_id in new else new[:n_resp]))
             row_prompts.append(prompt)
             ended.append(end_id in new)
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), end_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for b, (r, m) in enumerate(zip(rows, masks, strict=True)):
-        ids[b, : len(r)] = torch.tensor(r)
-        mask[b, : len(m)] = torch.tensor(m)
+    ids, mask = right_pad(rows, end_id), right_pad(masks, 0)
     return Rollout(row_prompts, texts, ids.to(device), mask.to(device), torch.tensor(ended, device=device))
 
 

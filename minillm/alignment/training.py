@@ -1,7 +1,7 @@
 """Training loops for the reward model and DPO: small, explicit, and logging what the course plots.
 
 Both read preference pairs ``(prompt, chosen, rejected)`` already encoded with
-:func:`minillm.alignment.batching.encode_response` as ``(chosen: ChatTokens, rejected: ChatTokens)``.
+:func:`minillm.chat.encode_response` as ``(chosen: ChatTokens, rejected: ChatTokens)``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from minillm.alignment.batching import pad_sequences
 from minillm.alignment.dpo import dpo_loss
 from minillm.alignment.logprobs import sequence_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel, bradley_terry_loss, pairwise_accuracy
-from minillm.sft import ChatTokens
+from minillm.chat import ChatTokens, pad_chat
 
 __all__ = ["PreferenceHistory", "train_reward_model", "reward_accuracy", "train_dpo", "dpo_metrics"]
 
@@ -35,7 +34,7 @@ class PreferenceHistory:
 
 def _pair_batch(pairs: Sequence[Pair], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Chosen then rejected sequences in one padded batch (one forward pass for both)."""
-    ids, mask = pad_sequences([c for c, _ in pairs] + [r for _, r in pairs], pad_id)
+    ids, mask = pad_chat([c for c, _ in pairs] + [r for _, r in pairs], pad_id)
     return ids.to(device), mask.to(device), len(pairs)
 
 

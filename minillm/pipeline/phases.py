@@ -16,21 +16,21 @@ from pathlib import Path
 
 import torch
 
-from minillm.alignment.batching import encode_response
 from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
+from minillm.chat import END, encode_chat, encode_response, generate_responses, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.model import GPT
 from minillm.pipeline.presets import PipelinePreset
 from minillm.seed import seed_everything
-from minillm.sft import END, encode_chat, generate_responses, special_token_id, train_sft
+from minillm.sft import train_sft
 from minillm.tasks import eval_prompts, gold_score
 from minillm.tokenizer import BPETokenizer
-from minillm.train import TrainConfig, Trainer, prepare_tokens, train_tokenizer
-from minillm.train.cli import build_model, sample_stories, write_history
+from minillm.train import TrainConfig, Trainer, write_history
+from minillm.train.run import build_model, prepare_tokens, sample_stories, train_tokenizer
 
 PHASES = ("tokenizer", "pretrain", "sft", "align", "eval")
 

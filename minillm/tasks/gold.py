@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import re
 
+from minillm.chat import strip_markers
 from minillm.corpus import lexicon, places, vocabulary, words
-from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences, strip_markers
+from minillm.tasks.prompts import QA_FEELING, QA_FOUND, QA_PLACE, STORY, parse_prompt, split_sentences
 
 STORY_MIN_WORDS = 60
 STORY_MAX_WORDS = 150

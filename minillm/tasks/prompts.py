@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from minillm.chat import strip_markers
 from minillm.corpus import article, lexicon, places
 
 STORY = "story"
@@ -44,8 +45,6 @@ _QUESTION_RES: dict[str, re.Pattern[str]] = {
     QA_PLACE: re.compile(r"^Where did (?P<name>[A-Z][a-z]+) go\?$"),
     QA_FEELING: re.compile(r"^How did (?P<name>[A-Z][a-z]+) feel at the end\?$"),
 }
-#: The course's special tokens; :func:`strip_markers` removes them so chat-formatted text parses too.
-MARKERS: tuple[str, ...] = ("<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
 _SENTENCE_SPLIT_RE = re.compile(r'(?<=[.!?])\s+(?=["A-Z])|(?<=[.!?]")\s+(?=["A-Z])')
 _VERBS = "|".join(lexicon.MOTION_VERBS)
 _PLACES = "|".join(places.PLACES)
@@ -62,13 +61,6 @@ def qa_prompt(story: str, kind: str, name: str = "", obj: str = "") -> str:
     if kind not in QUESTIONS:
         raise ValueError(f"unknown question kind {kind!r}; choose one of {list(QUESTIONS)}")
     return QA_TEMPLATE.format(story=story, question=QUESTIONS[kind].format(name=name, obj=obj))
-
-
-def strip_markers(text: str) -> str:
-    """``text`` without the course's special tokens (a prompt or reply may arrive chat-formatted)."""
-    for marker in MARKERS:
-        text = text.replace(marker, " ")
-    return text.strip()
 
 
 def split_sentences(text: str) -> list[str]:
@@ -122,7 +114,7 @@ def parse_prompt(prompt: str) -> dict[str, str | None]:
     Returns ``{"kind": "story", "name": ..., "object": ...}`` for a story request, and for a question
     ``{"kind": "qa_found" | "qa_place" | "qa_feeling", "story": ..., "question": ..., "name" or "object":
     ..., "answer": ...}`` where ``answer`` is worked out from the story (``None`` if the rules find none).
-    Chat markers (:data:`MARKERS`) are ignored. Raises ValueError for a prompt of neither kind.
+    Chat markers (:data:`minillm.chat.CHAT_SPECIAL_TOKENS`) are ignored. Raises ValueError for a prompt of neither kind.
     """
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")

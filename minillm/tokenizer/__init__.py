@@ -6,12 +6,8 @@
 * :func:`to_tokenizers` — export to a Hugging Face ``tokenizers.Tokenizer`` giving identical ids.
 """
 
-from minillm.tokenizer.bpe import (
-    CHAT_SPECIAL_TOKENS,
-    COURSE_SPECIAL_TOKENS,
-    ENDOFTEXT,
-    BPETokenizer,
-)
+from minillm.chat import ENDOFTEXT
+from minillm.tokenizer.bpe import COURSE_SPECIAL_TOKENS, BPETokenizer
 from minillm.tokenizer.bpe_naive import train_bpe_naive
 from minillm.tokenizer.hf_export import to_tokenizers
 from minillm.tokenizer.pretokenize import GPT2_PATTERN, GPT4_PATTERN, pretokenize
@@ -19,7 +15,6 @@ from minillm.tokenizer.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "BPETokenizer",
-    "CHAT_SPECIAL_TOKENS",
     "COURSE_SPECIAL_TOKENS",
     "ENDOFTEXT",
     "GPT2_PATTERN",

@@ -8,9 +8,10 @@ Id layout (fixed, so ids are stable and a tokenizer is rebuilt from its merge li
 
 Encoding cuts out special tokens first (longest match first where two start at the same place), splits
 the rest into pre-tokens with a regex, and inside each pre-token applies merges by rank: repeatedly merge
-the adjacent pair that was learned earliest. Decoding joins the tokens' bytes and decodes them as UTF-8;
-bytes that are not valid UTF-8 (e.g. half an emoji) become U+FFFD, the replacement character, exactly as
-``bytes.decode("utf-8", errors="replace")`` does. Use :meth:`BPETokenizer.decode_bytes` for the raw bytes.
+the adjacent pair that was learned earliest (``merges.apply_merges``: n log n for n bytes). Decoding
+joins the tokens' bytes and decodes them as UTF-8; bytes that are not valid UTF-8 (e.g. half an emoji)
+become U+FFFD, the replacement character, exactly as ``bytes.decode("utf-8", errors="replace")`` does. Use
+:meth:`BPETokenizer.decode_bytes` for the raw bytes.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from minillm.tokenizer.bpe_train import merge_ids, train_merges
+from minillm.chat import CHAT_SPECIAL_TOKENS
+from minillm.tokenizer.bpe_train import train_merges
 from minillm.tokenizer.io import read_json, text_to_token, token_to_text, write_json
+from minillm.tokenizer.merges import apply_merges
 from minillm.tokenizer.pretokenize import (
     PATTERNS,
     compile_pattern,
@@ -32,10 +35,8 @@ from minillm.tokenizer.pretokenize import (
     stream_chunks,
 )
 
-ENDOFTEXT = "<|endoftext|>"
-CHAT_SPECIAL_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
-#: The course's special tokens: document separator, then the chat markers (see COURSE.md).
-COURSE_SPECIAL_TOKENS = (ENDOFTEXT, *CHAT_SPECIAL_TOKENS)
+#: The course's special tokens — document separator, then the chat markers — defined with the chat format.
+COURSE_SPECIAL_TOKENS: tuple[str, ...] = CHAT_SPECIAL_TOKENS
 
 FILE_KIND = "minillm-bpe"
 _CACHE_LIMIT = 100_000  # pre-token → ids entries kept (bounded memory) before the cache is cleared
@@ -287,18 +288,7 @@ class BPETokenizer:
             raise ValueError(
                 f"text contains a lone surrogate {piece[err.start]!r}, which is not valid Unicode"
             ) from err
-        ranks = self._ranks
-        while len(ids) > 1:
-            best = None
-            for pair in zip(ids, ids[1:], strict=False):
-                found = ranks.get(pair)
-                if found is not None and (best is None or found[0] < best[1][0]):
-                    best = (pair, found)
-            if best is None:
-                break
-            pair, (_, new_id) = best
-            ids = merge_ids(ids, pair, new_id)
-        return ids
+        return apply_merges(ids, self._ranks)
 
     # ------------------------------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:

@@ -1,8 +1,9 @@
 """The naive BPE trainer: recount every pair of the whole corpus before each merge.
 
 Kept small and readable, as notebook 01 builds it: it is the *definition* of the training rule, and the
-fast trainer (:mod:`minillm.tokenizer.bpe_train`) is tested to produce exactly the same merges. It is
-far too slow for real corpora (each merge rescans every pre-token occurrence).
+fast trainer (:mod:`minillm.tokenizer.bpe_train`) is tested to produce exactly the same merges; both
+apply a chosen merge with the same step, ``merge_pair``. It is far too slow for real corpora (each merge
+rescans every pre-token occurrence).
 
 Rule: the most frequent adjacent pair wins; ties go to the lexicographically greater pair of byte
 strings ``(left, right)``. A merge whose result already is a token reuses that token's id.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from minillm.tokenizer.merges import merge_pair
 from minillm.tokenizer.pretokenize import pretokenize, special_regex, split_on_specials
 
 
@@ -46,17 +48,5 @@ def train_bpe_naive(
         new_id = token_id.setdefault(merged, len(vocab))
         vocab[new_id] = merged
         merges.append((vocab[best[0]], vocab[best[1]]))
-        chunks = [_merge(ids, best, new_id) for ids in chunks]
+        chunks = [merge_pair(ids, best, new_id) for ids in chunks]
     return merges
-
-
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 from tqdm.auto import tqdm
 
+from minillm.tokenizer.merges import merge_pair
+
 
 def descending_key(token: bytes) -> tuple[int, ...]:
     """A key whose ascending order is the *descending* lexicographic order of byte strings.
@@ -27,21 +29,6 @@ def descending_key(token: bytes) -> tuple[int, ...]:
     sorts after its extensions, exactly as it sorts before them in ascending byte order.
     """
     return (*(-b for b in token), 1)
-
-
-def merge_ids(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every non-overlapping occurrence of ``pair`` in ``ids``, scanning left to right."""
-    first, second = pair
-    out: list[int] = []
-    i, n = 0, len(ids)
-    while i < n:
-        if i + 1 < n and ids[i] == first and ids[i + 1] == second:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 def train_merges(
@@ -86,7 +73,7 @@ def train_merges(
         delta: dict[tuple[int, int], int] = {}
         for index in where.pop((a, b)):
             word = words[index]
-            new_word = merge_ids(word, (a, b), new_id)
+            new_word = merge_pair(word, (a, b), new_id)
             if len(new_word) == len(word):
                 continue  # the pair left this word in an earlier merge
             count = counts[index]

@@ -1,11 +1,15 @@
 """Pre-tokenization: cut text into pieces (words, numbers, punctuation runs, spaces) before BPE.
 
 BPE merges only inside a piece, so a token never straddles a word boundary ("dog." never becomes one
-token). The patterns are the GPT-2 regex and a GPT-4-style one. They are written with ``\\p{L}`` (any
-letter), ``\\p{N}`` (any number) and ``\\s`` (Unicode ``White_Space``) as in the originals, and translated
-here for Python's standard ``re``, which lacks ``\\p{..}``: the classes are built from the running
-Python's Unicode database (``unicodedata``), so no third-party regex engine is needed. The same pattern
-strings are handed to `tokenizers` on export, which is how the two are checked against each other.
+token). The patterns are the GPT-2 regex and a GPT-4-style one, written with ``\\p{L}`` (any letter),
+``\\p{N}`` (any number) and ``\\s`` (Unicode ``White_Space``) as in the originals. Python's standard ``re``
+has no ``\\p{..}`` classes (and its ``\\s`` also matches U+001C..U+001F), so they are compiled with the
+`regex` package, as GPT-2's own code, tiktoken and minbpe do. The same pattern strings are handed to
+`tokenizers` on export, which is how the two engines are checked against each other.
+
+Which code points are letters or numbers comes from the Unicode tables built into `regex` (Unicode 17 in
+its 2026 releases); `tokenizers`' Oniguruma has its own, older ones. They agree on every code point that
+both versions assign; one assigned only in the newer tables (a new script, say) can split differently.
 
 Differences from the published GPT-4 pattern, none of which changes a split: possessive quantifiers
 are written as plain ones (the classes they guard cannot backtrack into each other), and the
@@ -17,9 +21,9 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+
+import regex
 
 #: The GPT-2 split pattern (Radford et al. 2019, `encoder.py`).
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -34,10 +38,6 @@ GPT4_PATTERN = (
 #: Names accepted wherever a pattern is asked for; ``"none"`` (or ``None``) keeps each text whole.
 PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "none": None}
 
-# Unicode White_Space (PropList.txt); stable across Unicode versions. Python's own `\s` differs from it
-# (it also matches U+001C..U+001F), so the class is spelled out.
-_WHITE_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-
 
 def resolve_pattern(pattern: str | None) -> str | None:
     """Map a pattern name ("gpt2", "gpt4", "none") to its regex; any other string is used as is."""
@@ -48,134 +48,24 @@ def resolve_pattern(pattern: str | None) -> str | None:
     return PATTERNS.get(pattern, pattern)
 
 
-def _ranges(codepoints: Iterable[int]) -> str:
-    """A regex class body (without brackets) covering the given sorted code points as ranges."""
-    parts: list[str] = []
-    start = prev = None
-    for cp in codepoints:
-        if prev is not None and cp == prev + 1:
-            prev = cp
-            continue
-        if start is not None:
-            parts.append(_range_text(start, prev))
-        start = prev = cp
-    if start is not None:
-        parts.append(_range_text(start, prev))
-    return "".join(parts)
-
-
-def _range_text(lo: int, hi: int) -> str:
-    return f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}"
-
-
-_ASTRAL = "\\U00010000-\\U0010ffff"
-
-
-@functools.lru_cache(maxsize=1)
-def _unicode_classes() -> dict[str, tuple[str, str]]:
-    """Class bodies for letters (L*) and numbers (N*) from ``unicodedata`` (built once, ~0.3 s),
-    each split into its Basic Multilingual Plane part and its astral part (code points ≥ U+10000)."""
-    members: dict[str, list[int]] = {"L": [], "N": []}
-    category = unicodedata.category
-    for cp in range(sys.maxunicode + 1):
-        major = category(chr(cp))[0]
-        if major in members:
-            members[major].append(cp)
-    return {
-        name: (_ranges(c for c in cps if c < 0x10000), _ranges(c for c in cps if c >= 0x10000))
-        for name, cps in members.items()
-    }
-
-
-def _class_regex(negated: bool, raw: str, refs: list[str]) -> str:
-    """Python regex for a class ``[raw + refs]`` (or its negation), with ``refs`` naming \\p classes.
-
-    Python's ``re`` checks an astral range list linearly whenever a character misses the BMP bitmap,
-    which made every space or comma cost hundreds of comparisons. So the astral part sits behind a
-    cheap guard, ``(?=[astral])``, and BMP characters never reach it (about 4x faster).
-    """
-    classes = _unicode_classes()
-    bmp = raw + "".join(classes[r][0] for r in refs)
-    astral = "".join(classes[r][1] for r in refs)
-    if not astral:
-        return f"[{'^' if negated else ''}{bmp}]"
-    if negated:
-        return f"(?:[^{bmp}{_ASTRAL}]|(?=[{_ASTRAL}])[^{astral}])"
-    return f"(?:[{bmp}]|(?=[{_ASTRAL}])[{astral}])"
-
-
-def to_python_regex(pattern: str) -> str:
-    r"""Translate ``\p{L}``, ``\p{N}``, ``\s`` and ``\S`` into classes Python's ``re`` understands."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith((r"\p{L}", r"\p{N}"), i):
-            out.append(_class_regex(False, "", [pattern[i + 3]]))
-            i += 5
-        elif pattern.startswith(r"\s", i):
-            out.append(f"[{_WHITE_SPACE}]")
-            i += 2
-        elif pattern.startswith(r"\S", i):
-            out.append(f"[^{_WHITE_SPACE}]")
-            i += 2
-        elif pattern.startswith(r"\p", i):
-            raise ValueError(f"unsupported escape at {i} in pattern {pattern!r} (only \\p{{L}} and \\p{{N}})")
-        elif pattern[i] == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-        elif pattern[i] == "[":
-            i = _translate_class(pattern, i, out)
-        else:
-            out.append(pattern[i])
-            i += 1
-    return "".join(out)
-
-
-def _translate_class(pattern: str, i: int, out: list[str]) -> int:
-    """Translate the bracket class starting at ``pattern[i] == "["``; returns the index after it."""
-    negated = pattern.startswith("[^", i)
-    j = i + (2 if negated else 1)
-    raw: list[str] = []
-    refs: list[str] = []
-    while j < len(pattern) and pattern[j] != "]":
-        if pattern.startswith((r"\p{L}", r"\p{N}"), j):
-            refs.append(pattern[j + 3])
-            j += 5
-        elif pattern.startswith(r"\s", j):
-            raw.append(_WHITE_SPACE)
-            j += 2
-        elif pattern.startswith((r"\S", r"\p"), j):
-            raise ValueError(f"unsupported escape inside a class at {j} in pattern {pattern!r}")
-        elif pattern[j] == "\\":
-            raw.append(pattern[j : j + 2])
-            j += 2
-        else:
-            raw.append(pattern[j])
-            j += 1
-    if j >= len(pattern):
-        raise ValueError(f"unterminated character class at {i} in pattern {pattern!r}")
-    out.append(_class_regex(negated, "".join(raw), refs))
-    return j + 1
-
-
 @functools.lru_cache(maxsize=16)
-def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """The compiled Python regex for a pattern name or string (cached); ``None`` for no splitting."""
+def compile_pattern(pattern: str | None) -> regex.Pattern[str] | None:
+    """The compiled regex for a pattern name or string (cached); ``None`` for no splitting."""
     resolved = resolve_pattern(pattern)
     if resolved is None:
         return None
     try:
-        return re.compile(to_python_regex(resolved))
-    except re.error as err:
+        return regex.compile(resolved)
+    except regex.error as err:
         raise ValueError(f"invalid pre-tokenization pattern {pattern!r}: {err}") from err
 
 
 def pretokenize(text: str, pattern: str | None = "gpt2") -> list[str]:
     """Split ``text`` into pre-tokens; their concatenation is ``text`` again (for the built-in patterns)."""
-    regex = compile_pattern(pattern)
-    if regex is None:
+    compiled = compile_pattern(pattern)
+    if compiled is None:
         return [text] if text else []
-    return regex.findall(text)
+    return compiled.findall(text)
 
 
 def special_regex(special_tokens: Iterable[str]) -> re.Pattern[str] | None:

@@ -35,12 +35,16 @@ from tqdm.auto import tqdm
 
 from minillm.tokenizer.bpe import check_special_tokens, read_texts
 from minillm.tokenizer.io import read_json, write_json
+from minillm.tokenizer.merges import merge_pair
 from minillm.tokenizer.pretokenize import special_regex, split_on_specials
 
 FILE_KIND = "minillm-wordpiece"
 PREFIX = "##"
 BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
+# Unicode White_Space (PropList.txt, unchanged since Unicode 6.3): what `tokenizers` splits BERT text on, and the
+# set ``\s`` matches in the BPE pre-tokenization patterns (the `regex` package). Python's ``str.isspace`` is
+# not it: it also accepts U+001C..U+001F.
 _WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
     chr(c) for c in range(0x2000, 0x200B)
 )
@@ -310,7 +314,7 @@ def _learn_merges(words: list[list[str]], counts: list[int], num_merges: int, sh
         merged = _merged_piece(*best)
         for index in where.pop(best):
             word = words[index]
-            new_word = _merge_pieces(word, best, merged)
+            new_word = merge_pair(word, best, merged)
             if len(new_word) == len(word):
                 continue
             count = counts[index]
@@ -331,16 +335,3 @@ def _learn_merges(words: list[list[str]], counts: list[int], num_merges: int, sh
             progress.update(1)
     progress.close()
     return new_pieces
-
-
-def _merge_pieces(word: list[str], pair: tuple[str, str], merged: str) -> list[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(word):
-        if i + 1 < len(word) and word[i] == pair[0] and word[i + 1] == pair[1]:
-            out.append(merged)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return out

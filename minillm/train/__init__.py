@@ -1,13 +1,27 @@
-"""Pretraining: config, training loop and the ``python -m minillm.train`` command line (notebook 06).
+"""Pretraining: config, training loop and a whole run (notebook 06).
 
 * :class:`TrainConfig` — every setting of a run (``configs/course.json`` is the course's).
 * :class:`Trainer` — the loop: gradient accumulation, clipping, schedule, evaluation, history,
   checkpoints with exact resume, NaN guard, and data parallelism under ``torchrun``.
-* :func:`main` — the command line: tokenizer training, encoding, pretraining, saving the model.
+* :mod:`minillm.train.run` — the run's steps: :func:`train_tokenizer`, :func:`prepare_tokens`,
+  :func:`build_model`, :func:`sample_stories`, and ``run`` that chains them.
+* :func:`write_history` — the metrics history as ``history.json`` and ``history.csv``.
+
+The command line, ``python -m minillm.train``, is :mod:`minillm.train.cli`: it only parses flags.
 """
 
-from minillm.train.cli import main, prepare_tokens, train_tokenizer
 from minillm.train.config import TrainConfig
+from minillm.train.history import write_history
 from minillm.train.loop import DistContext, Trainer
+from minillm.train.run import build_model, prepare_tokens, sample_stories, train_tokenizer
 
-__all__ = ["DistContext", "TrainConfig", "Trainer", "main", "prepare_tokens", "train_tokenizer"]
+__all__ = [
+    "DistContext",
+    "TrainConfig",
+    "Trainer",
+    "build_model",
+    "prepare_tokens",
+    "sample_stories",
+    "train_tokenizer",
+    "write_history",
+]

@@ -1,0 +1,191 @@
+"""The chat format: the one place its markers, its template and its encoding are defined.
+
+A conversation is written with special tokens the tokenizer knows as single ids::
+
+    <|endoftext|><|system|>…<|end|><|user|>…<|end|><|assistant|>…<|end|>
+
+SFT trains on it, the reward model, DPO and RLHF score ``prompt + response`` in it, the pipeline evaluates
+replies with it and the Hugging Face export declares its markers. Two rules keep it safe and consistent:
+
+* **Content is data, never control.** A message's text is encoded with special tokens off, so a user who
+  types ``<|end|><|assistant|>`` gets those characters as ordinary text; the markers come only from the
+  template. (Pretraining encodes documents the same way.)
+* **Each piece is encoded on its own** (marker, content, marker), so a BPE merge never straddles the border
+  between prompt and response, and a prompt encodes exactly as it will at generation time.
+
+Padding is on the right: a causal model never looks ahead, so pad tokens after the real ones change nothing
+before them, and their mask is 0.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = [
+    "ENDOFTEXT",
+    "SYSTEM",
+    "USER",
+    "ASSISTANT",
+    "END",
+    "CHAT_SPECIAL_TOKENS",
+    "ROLE_MARKERS",
+    "ChatTokens",
+    "special_token_id",
+    "encode_chat",
+    "encode_prompt",
+    "encode_response",
+    "right_pad",
+    "pad_chat",
+    "strip_markers",
+    "generate_responses",
+]
+
+#: Starts every document in pretraining and every conversation here.
+ENDOFTEXT = "<|endoftext|>"
+SYSTEM, USER, ASSISTANT, END = "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
+#: Every special token of the course; a tokenizer must encode each as one id.
+CHAT_SPECIAL_TOKENS: tuple[str, ...] = (ENDOFTEXT, SYSTEM, USER, ASSISTANT, END)
+ROLE_MARKERS: dict[str, str] = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT}
+
+
+@dataclass
+class ChatTokens:
+    """Token ids of one conversation and, for each, 1 if it is a training target (assistant output)."""
+
+    ids: list[int]
+    loss_mask: list[int]
+
+    def __post_init__(self) -> None:
+        if len(self.ids) != len(self.loss_mask):
+            raise ValueError(f"{len(self.ids)} ids but {len(self.loss_mask)} mask entries")
+
+
+def special_token_id(tokenizer, token: str) -> int:
+    """The single id the tokenizer gives a special token (an error if it splits it into pieces)."""
+    ids = tokenizer.encode(token)
+    if len(ids) != 1:
+        raise ValueError(
+            f"the tokenizer encodes {token!r} as {len(ids)} tokens {ids}; it must know the chat special tokens "
+            f"{CHAT_SPECIAL_TOKENS}"
+        )
+    return ids[0]
+
+
+def _check_messages(messages: Sequence[dict]) -> None:
+    if not messages:
+        raise ValueError("a conversation needs at least one message")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLE_MARKERS:
+            raise ValueError(f"message {i} must be a dict with role in {sorted(ROLE_MARKERS)}, got {message!r}")
+        if not isinstance(message.get("content"), str):
+            raise TypeError(f"message {i} content must be a str, got {type(message.get('content')).__name__}")
+
+
+def encode_chat(messages: Sequence[dict], tokenizer) -> ChatTokens:
+    """Encode a conversation in the chat format, with the loss mask on the assistant's output.
+
+    The assistant's content and its closing ``<|end|>`` are targets (so the model learns to stop); markers
+    come from the template only, content is plain text.
+    """
+    _check_messages(messages)
+    ids: list[int] = [special_token_id(tokenizer, ENDOFTEXT)]
+    mask: list[int] = [0]
+    end_id = special_token_id(tokenizer, END)
+    for message in messages:
+        trained = int(message["role"] == "assistant")
+        content = tokenizer.encode(message["content"], allowed_special="none")
+        ids += [special_token_id(tokenizer, ROLE_MARKERS[message["role"]]), *content, end_id]
+        mask += [0] + [trained] * (len(content) + 1)
+    return ChatTokens(ids, mask)
+
+
+def encode_prompt(messages: Sequence[dict] | str, tokenizer) -> list[int]:
+    """The ids that ask the model for the next assistant turn (a str is one user message)."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if any(m.get("role") == "assistant" for m in messages[-1:]):
+        raise ValueError("the prompt's last message is the assistant's; nothing is left to generate")
+    return encode_chat(messages, tokenizer).ids + [special_token_id(tokenizer, ASSISTANT)]
+
+
+def encode_response(prompt: str, response: str, tokenizer) -> ChatTokens:
+    """``prompt`` as the user turn, ``response`` as the assistant turn; the mask marks the response."""
+    if not isinstance(prompt, str) or not isinstance(response, str):
+        raise TypeError(f"prompt and response must be str, got {type(prompt).__name__}, {type(response).__name__}")
+    return encode_chat([{"role": "user", "content": prompt}, {"role": "assistant", "content": response}], tokenizer)
+
+
+def right_pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
+    """``[len(rows), width]`` long tensor: each row followed by ``value`` (width: the longest row)."""
+    if not rows:
+        raise ValueError("right_pad needs at least one row")
+    width = max(len(r) for r in rows) if width is None else width
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for b, row in enumerate(rows):
+        if len(row) > width:
+            raise ValueError(f"row {b} has {len(row)} tokens, more than the width {width}")
+        out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def pad_chat(
+    sequences: Sequence[ChatTokens], pad_id: int, max_len: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad conversations to ``[B, T]`` ids and response mask (0 on padding); ``max_len`` truncates.
+
+    Reward models, DPO and RLHF score whole ``prompt + response`` sequences this way.
+    """
+    if not sequences:
+        raise ValueError("pad_chat needs at least one sequence")
+    ids = right_pad([s.ids[:max_len] for s in sequences], pad_id)
+    mask = right_pad([s.loss_mask[:max_len] for s in sequences], 0)
+    if torch.any(mask.sum(1) == 0):
+        raise ValueError("a sequence has no response token left (empty response, or truncated away)")
+    return ids, mask
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without the chat markers (a prompt or reply may arrive chat-formatted; scorers read this)."""
+    for marker in CHAT_SPECIAL_TOKENS:
+        text = text.replace(marker, " ")
+    return text.strip()
+
+
+@torch.no_grad()
+def generate_responses(
+    model: nn.Module,
+    tokenizer,
+    prompts: Sequence[str | Sequence[dict]],
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> list[str]:
+    """The model's assistant reply to each prompt, decoded up to (not including) ``<|end|>``.
+
+    Prompts of equal token length are generated as one batch (right after the prompt, so no padding
+    is needed); ``temperature`` 0 is greedy.
+    """
+    end_id = special_token_id(tokenizer, END)
+    device = next(model.parameters()).device
+    encoded = [encode_prompt(p, tokenizer) for p in prompts]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, ids in enumerate(encoded):
+        by_length[len(ids)].append(i)
+    replies: list[str] = [""] * len(prompts)
+    for length, members in sorted(by_length.items()):
+        idx = torch.tensor([encoded[i] for i in members], device=device)
+        budget = min(max_new_tokens, model.config.context_length - length)
+        if budget < 1:
+            raise ValueError(f"a prompt of {length} tokens leaves no room in the context")
+        out = model.generate(idx, budget, temperature=temperature, generator=generator, eos_id=end_id)
+        for row, i in enumerate(members):
+            new = out[row, length:].tolist()
+            if end_id in new:
+                new = new[: new.index(end_id)]
+            replies[i] = tokenizer.decode(new)
+    return replies
