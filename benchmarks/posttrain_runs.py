@@ -607,8 +607,7 @@ def stage_dpo(pairs: str = "preference") -> None:
     log(f"DPO ({pairs}): held-out {results['val']}, eval gold {results['eval']['gold']:.3f}")
     if pairs == "onpolicy":
         write_json("dpo_onpolicy.json", results)
-    else:
-        save_pretrained(OUT / "dpo", policy, tok, {"made_by": "benchmarks/posttrain_runs.py --stage dpo"})
+    else:  # the DPO model itself is read by nothing: its results and samples are in dpo.json
         write_json("dpo.json", results)
 
 

@@ -7,6 +7,7 @@ same cell only imports and seeds. This module is for notebooks; concept modules 
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import sys
 import time
@@ -138,17 +139,24 @@ def setup(seed: int = 0, threads: int | None = None, use_gpu: bool = True) -> to
     return pick_device() if use_gpu else torch.device("cpu")
 
 
-#: What the course needs, as (import name, minimum version). Python itself is checked separately.
-REQUIREMENTS: tuple[tuple[str, str], ...] = (
-    ("torch", "2.2"),
-    ("numpy", "1.24"),
-    ("matplotlib", "3.7"),
-    ("tokenizers", "0.15"),
-    ("regex", "2023.0"),
-    ("ipywidgets", "8.0"),
-    ("tqdm", "4.60"),
-    ("safetensors", "0.4"),
-)
+def _declared_requirements() -> tuple[tuple[str, str], ...]:
+    """``(import name, minimum version)`` of every runtime dependency, as ``pyproject.toml`` declares them.
+
+    Read from the installed package's metadata, so the list is written once (in ``pyproject.toml``); a
+    source checkout that was never installed falls back to reading that file.
+    """
+    try:
+        specs = importlib.metadata.requires("minillm") or []
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        block = re.search(r"^dependencies = \[(.*?)^\]", pyproject.read_text(encoding="utf-8"), re.S | re.M)
+        specs = re.findall(r'"([^"]+)"', block.group(1)) if block else []
+    found = (re.match(r"([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)", spec) for spec in specs if "extra ==" not in spec)
+    return tuple((m.group(1), m.group(2)) for m in found if m)
+
+
+#: What the course needs, as (import name, minimum version); the distribution and import names coincide.
+REQUIREMENTS: tuple[tuple[str, str], ...] = _declared_requirements()
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -10,8 +10,9 @@ digits. The same noise can be produced on one machine by telling PyTorch (``ATEN
 must still compare equal: that is the course's output policy (README, "How the course is tested").
 
 Each setting runs the README's test command restricted to ``notebooks/`` and prints each notebook's cell time
-(the sum of its cells' durations) against the course budget. The exit status is nonzero when nbval fails
-under any setting; time is reported, never enforced (machines are noisy).
+(the sum of its cells' durations) against the course budget — a budget for real kernels (native, AVX2);
+``default`` switches SIMD off and is slower by design. The exit status is nonzero when nbval fails under any
+setting; time is reported, never enforced (machines are noisy).
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         shown = " ".join(f"{k}={v}" for k, v in overrides.items()) or "(no overrides)"
         print(f"== {name}: {shown} — {what}; torch reports CPU capability {capability(overrides)}", flush=True)
         status, times, wall = run_setting(name, args.workers, args.pytest_args)
+        # The budget is for the native kernels; "default" turns SIMD off and is expected to be slower.
+        budgeted = name in ("native", "avx2")
         for notebook, seconds in times.items():
-            mark = "✓" if seconds <= NOTEBOOK_BUDGET_S else "over budget"
+            mark = ("✓" if seconds <= NOTEBOOK_BUDGET_S else "over budget") if budgeted else "no budget here"
             print(f"   {notebook:<40} {seconds:6.1f} s cell time   {mark} (budget {NOTEBOOK_BUDGET_S:.0f} s)")
         total = sum(times.values())
         print(f"   all notebooks: {total:.0f} s cell time (budget {TOTAL_BUDGET_S:.0f} s), {wall:.0f} s wall")

@@ -95,9 +95,26 @@ def test_requirements_pin_torch_below_the_next_release() -> None:
     lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
     torch_lines = [line for line in lines if line.startswith("torch")]
     assert torch_lines == ["torch>=2.2,<2.14"]
-    for name in ["numpy", "matplotlib", "tokenizers", "ipywidgets", "jupyterlab", "tqdm"]:
-        assert any(line.startswith(name) for line in lines), name
-    assert "-e ." in lines
+    # the rest is declared once, in pyproject.toml; `-e .` brings it, JupyterLab is only for learners
+    assert [line for line in lines if line] == ["torch>=2.2,<2.14", "jupyterlab>=4.0", "-e ."]
+
+
+def test_the_environment_check_reads_the_one_dependency_list(monkeypatch) -> None:
+    """notebook.REQUIREMENTS comes from pyproject.toml (installed metadata, or the file itself)."""
+    import importlib.metadata
+
+    from minillm import notebook
+
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1)
+    declared = {tuple(d.split(">=")) for d in re.findall(r'"([^"]+)"', block)}
+    assert set(notebook.REQUIREMENTS) == declared
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", not_installed)
+    assert set(notebook._declared_requirements()) == declared
 
 
 def test_readme_quickstart_is_exactly_two_commands() -> None:

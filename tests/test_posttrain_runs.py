@@ -52,5 +52,5 @@ def test_quick_run_writes_what_the_notebooks_read(tmp_path) -> None:
         dpo = json.loads((out / name).read_text())
         assert set(evaluation) <= set(dpo["eval"]) and "accuracy" in dpo["val"]
         assert dpo["config"]["source"] == source
-    for folder in ("sft", "rm", "rm_onpolicy", "dpo"):
+    for folder in ("sft", "rm", "rm_onpolicy"):
         assert (out / folder / "model.safetensors").is_file()
