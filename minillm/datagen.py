@@ -1,8 +1,13 @@
-"""Write every course data file and its manifest: ``python -m minillm.datagen [--out DIR] [--seed N]``.
+"""Write every course data file and its manifest: ``python -m minillm.datagen --out DIR [--seed N]``.
 
 The output depends only on the seed: running it again reproduces each file byte for byte, and
 ``data/MANIFEST.sha256`` (``sha256sum`` format, so ``sha256sum -c MANIFEST.sha256`` works inside
 ``data/``) records what the committed files must hash to.
+
+It writes only where told (``--out`` is required: run from any folder, it must not rewrite the
+repository's ``data/`` by accident), and never replaces a file with different content unless asked
+(``--overwrite``): ``--out data`` with the default seed rewrites the committed files byte for byte, while
+another seed into ``data/`` is refused, naming the files it would change.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 from pathlib import Path
 
 from minillm import corpus, tasks
+from minillm.run_folder import RunFolderError, refuse_to_replace, sha256_file
 
 SEED = 0
 N_STORIES = 8000
@@ -68,8 +74,30 @@ def read_manifest(path: Path) -> dict[str, str]:
     return entries
 
 
-def write_files(out_dir: Path, files: dict[str, bytes]) -> None:
-    """Write the files and their manifest into ``out_dir`` (created if needed)."""
+def changed_files(out_dir: Path, files: dict[str, bytes]) -> list[str]:
+    """Names of the files (and manifest) in ``out_dir`` that writing ``files`` would change."""
+    wanted = {**files, MANIFEST: manifest(files).encode("ascii")}
+    return [
+        name
+        for name, content in wanted.items()
+        if (out_dir / name).is_file() and sha256_file(out_dir / name) != hashlib.sha256(content).hexdigest()
+    ]
+
+
+def write_files(out_dir: Path, files: dict[str, bytes], overwrite: bool = False) -> None:
+    """Write the files and their manifest into ``out_dir`` (created if needed).
+
+    A file already there with other content (the committed data and another seed, or someone's own
+    files) is replaced only with ``overwrite=True``; otherwise :class:`~minillm.run_folder.RunFolderError`
+    names the folder and the files, and nothing is written.
+    """
+    if not overwrite:
+        refuse_to_replace(
+            out_dir,
+            [out_dir / name for name in changed_files(out_dir, files)],
+            what="files with other content",
+            fix="pass --overwrite to replace them, or choose another --out",
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (out_dir / name).write_bytes(content)
@@ -90,16 +118,28 @@ def describe(files: dict[str, bytes]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Parse flags, generate, write; a refused write exits with ``error: ...`` and writes nothing."""
     parser = argparse.ArgumentParser(prog="python -m minillm.datagen", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: the repository's data/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (required; `--out data` from the repository root regenerates the committed data)",
+    )
     parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED}: the committed data)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace files in --out whose content differs (refused otherwise)"
+    )
     args = parser.parse_args(argv)
-    if args.out is None:
-        from minillm.paths import data_dir
-
-        args.out = data_dir()
+    if args.out is None:  # before the generator runs: no default folder to rewrite by accident
+        parser.error(
+            "--out is required: pass --out data (from the repository root) to regenerate the committed data, "
+            "or --out DIR to write somewhere else"
+        )
     files = generate_files(args.seed)
-    write_files(args.out, files)
+    try:
+        write_files(args.out, files, overwrite=args.overwrite)
+    except RunFolderError as error:
+        raise SystemExit(f"error: {error}") from error
     print(f"wrote {len(files)} files and {MANIFEST} to {args.out}")
     print(describe(files))
 

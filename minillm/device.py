@@ -4,6 +4,29 @@ from __future__ import annotations
 
 import torch
 
+#: The device types the course runs on; a run's ``device`` setting is "auto" or one of these (with an index).
+DEVICE_TYPES = ("cpu", "cuda", "mps")
+
+
+def check_device_name(name: str) -> str:
+    """Validate a run's ``device`` setting ("auto", "cpu", "cuda", "cuda:1", "mps") and return it.
+
+    Checked when a config is built, so that ``--device tpu`` is refused with the choices listed before any
+    work starts, instead of surfacing as a torch traceback once the run has begun.
+    """
+    choices = "'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps'"
+    if not isinstance(name, str):
+        raise ValueError(f"device must be a string ({choices}), got {name!r}")
+    if name == "auto":
+        return name
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError) as err:
+        raise ValueError(f"device {name!r} is not a device name; use {choices}") from err
+    if device.type not in DEVICE_TYPES:
+        raise ValueError(f"device {name!r} is not one the course runs on; use {choices}")
+    return name
+
 
 def pick_device(prefer: str | None = None) -> torch.device:
     """Return the device to compute on.

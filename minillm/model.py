@@ -95,7 +95,11 @@ class GPTConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.d_model % self.n_head:
-            raise ValueError(f"n_head={self.n_head} does not divide d_model={self.d_model}")
+            fits = [n for n in range(1, min(self.d_model, 32) + 1) if self.d_model % n == 0]
+            raise ValueError(
+                f"n_head={self.n_head} does not divide d_model={self.d_model}; each head gets d_model/n_head "
+                f"dimensions, so choose n_head from {fits} (or change d_model)"
+            )
         for name, allowed in (
             ("norm", _NORMS),
             ("mlp", _MLPS),
@@ -108,11 +112,21 @@ class GPTConfig:
             raise ValueError(f"RoPE needs an even head_dim, got d_model/n_head = {self.head_dim}")
         if self.pos == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
-        if not 0.0 <= self.dropout < 1.0:
+        for name in ("bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if not (_is_real(self.dropout) and 0.0 <= self.dropout < 1.0):
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        # A negative or zero epsilon lets a norm divide by zero or take the root of a negative variance:
+        # the logits come out NaN with no error, so it is refused here rather than discovered in training.
+        if not (_is_real(self.norm_eps) and self.norm_eps > 0):
+            raise ValueError(f"norm_eps must be a small positive number (e.g. 1e-5), got {self.norm_eps!r}")
+        if not (_is_real(self.rope_base) and self.rope_base > 0):
+            raise ValueError(f"rope_base must be a positive number (e.g. 10000.0), got {self.rope_base!r}")
         if self.d_ff is None:
             self.d_ff = default_d_ff(self.d_model, self.mlp)
-        elif not isinstance(self.d_ff, int) or self.d_ff <= 0:
+        elif not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff <= 0:
+            # bool is an int in Python: d_ff=True would silently build a one-unit MLP
             raise ValueError(f"d_ff must be a positive int or None, got {self.d_ff!r}")
 
     @property
@@ -354,12 +368,18 @@ class GPT(nn.Module):
             self.train(was_training)
 
 
+def _is_real(value: object) -> bool:
+    """A finite int or float, and not a bool (``True`` is an int in Python, and NaN compares False to all)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"temperature must be a number ≥ 0, got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+    """Refuse settings torch would only trip over mid-sampling (NaN probabilities, an empty top-k)."""
+    if not (_is_real(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0.0 < top_p <= 1.0):
+    if top_p is not None and not (_is_real(top_p) and 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")
 
 

@@ -36,5 +36,7 @@ def data_path(name: str) -> Path:
     """Path of a file under ``data/``, with a clear error if it is missing."""
     path = data_dir() / name
     if not path.exists():
-        raise FileNotFoundError(f"{path}: not found; regenerate the data with `python -m minillm.datagen`")
+        raise FileNotFoundError(
+            f"{path}: not found; regenerate it with `python -m minillm.datagen --out data` (repository root)"
+        )
     return path

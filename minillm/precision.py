@@ -300,6 +300,57 @@ def train_regression(mode: str, steps: int = 300, lr: float = 0.01, seed: int = 
 
 
 # ----------------------------------------------------------------------------------------------------
+# The whole fp16 step: loss scaling + fp32 master weights
+
+
+@dataclass
+class MixedPrecisionRun:
+    """What :func:`train_mixed_precision` records: per step the loss, the loss scale it used and whether the
+    step was skipped on overflow; at the end the fp32 master weights (in ``model.parameters()`` order)."""
+
+    losses: list[float]
+    scales: list[float]
+    skipped: list[bool]
+    masters: list[torch.Tensor]
+
+
+def train_mixed_precision(
+    make_model: Callable[[], nn.Module],
+    batches: list[tuple[torch.Tensor, torch.Tensor]],
+    loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
+    lr: float = 3e-3,
+    init_scale: float = 2.0**16,
+    growth_interval: int = 2000,
+    dtype: torch.dtype = torch.float16,
+    optimizer_class: type = torch.optim.AdamW,
+) -> MixedPrecisionRun:
+    """Train a fresh model with the fp16 recipe of Micikevicius et al. (2018) and return its record.
+
+    The model is cast to ``dtype`` (the working copy: forward and backward run there); an fp32 master copy of
+    its weights and the optimizer's state live in a :class:`MasterWeightOptimizer`. Each step scales the loss
+    by S (:class:`DynamicLossScaler`) before backward, copies the 16-bit gradients into fp32 and divides them
+    by S there (so gradients below 2^-24 survive the division), skips the update and halves S if any gradient
+    is inf/NaN, else steps the masters and rounds them back into the model (S doubles after
+    ``growth_interval`` clean steps). Loss scaling keeps small gradients from underflowing in the backward
+    pass; the fp32 masters keep updates smaller than half a 16-bit ulp from being lost.
+    """
+    model = make_model().to(dtype)
+    optimizer = MasterWeightOptimizer(model, optimizer_class, lr=lr)
+    scaler = DynamicLossScaler(init_scale=init_scale, growth_interval=growth_interval)
+    losses, scales, skipped = [], [], []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = loss_fn(model, x, y)
+        scaler.scale(loss).backward()
+        optimizer.copy_grads_to_masters()  # before unscaling: the division by S must happen in fp32
+        scales.append(scaler.scale_value)
+        skipped.append(not scaler.step(optimizer))
+        scaler.update()
+        losses.append(loss.item())
+    return MixedPrecisionRun(losses, scales, skipped, [m.detach().clone() for m in optimizer.masters])
+
+
+# ----------------------------------------------------------------------------------------------------
 # bf16 autocast
 
 

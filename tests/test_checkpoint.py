@@ -77,12 +77,13 @@ def test_missing_checkpoint_raises_file_not_found(tmp_path):
 @pytest.mark.parametrize("preset", ["gpt2-style", "llama-style"])
 def test_save_and_load_pretrained(tmp_path, preset):
     torch.manual_seed(0)
-    model = GPT(GPTConfig.preset(preset, vocab_size=300, context_length=32, n_layer=2, n_head=2, d_model=32))
     tokenizer = BPETokenizer.train("the cat sat on the mat. the dog sat on the log. " * 20, vocab_size=300)
+    vocab = tokenizer.vocab_size  # 278: the text runs out of pairs; the model must match the tokenizer
+    model = GPT(GPTConfig.preset(preset, vocab_size=vocab, context_length=32, n_layer=2, n_head=2, d_model=32))
     save_pretrained(tmp_path, model, tokenizer, metadata={"metrics": {"val_loss": 1.25}})
     loaded, loaded_tok, config = load_pretrained(tmp_path)
     assert config["metrics"] == {"val_loss": 1.25} and config["model"] == model.config.to_dict()
-    ids = torch.randint(0, 300, (2, 32))
+    ids = torch.randint(0, vocab, (2, 32))
     assert torch.equal(loaded(ids), model.eval()(ids))
     assert (loaded.lm_head.weight is loaded.tok_emb.weight) == (preset == "gpt2-style")
     text = "the cat sat on the log."

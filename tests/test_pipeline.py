@@ -93,12 +93,13 @@ def test_bad_input_fails_before_any_work(tmp_path) -> None:
 
 
 def test_a_learners_own_text_is_split_into_train_and_validation(tmp_path) -> None:
-    from minillm.pipeline.cli import _split_own_text
+    from minillm.pipeline.runner import split_own_text
 
     own = tmp_path / "mine.txt"
     own.write_text("\n\n".join(f"Document number {i} is here." for i in range(40)) + "\n")
-    train, val = _split_own_text(own, tmp_path / "run")
-    assert train.read_text().count("Document") == 38 and val.read_text().count("Document") == 2
+    train, val = split_own_text(own)
+    assert train.count("Document") == 38 and val.count("Document") == 2
+    (tmp_path / "run").mkdir()
     settings = tmp_path / "run" / "settings.json"
     settings.write_text(json.dumps({"preset": "course"}))
     with pytest.raises(SystemExit, match="other settings"):

@@ -21,6 +21,7 @@ from minillm.precision import (
     gradients_of,
     repeated_add,
     rounding_examples,
+    train_mixed_precision,
     train_regression,
     train_with_autocast,
     ulp,
@@ -133,6 +134,58 @@ def test_master_weight_optimizer_rounds_masters_into_the_model():
     opt.step()
     assert opt.masters[0].dtype == torch.float32 and model.weight.dtype == torch.float16
     assert torch.equal(model.weight, opt.masters[0].detach().half())
+
+
+def _tiny_lm_batches(n: int = 20, vocab: int = 32):
+    g = torch.Generator().manual_seed(0)
+    # A learnable stream: each token is the previous plus 1 or 3, modulo the vocabulary.
+    starts = torch.randint(0, vocab, (n, 8, 1), generator=g)
+    steps = torch.where(torch.rand(n, 8, 17, generator=g) < 0.8, 1, 3)
+    tokens = (starts + steps.cumsum(-1)) % vocab
+    return [(t[:, :-1], t[:, 1:]) for t in tokens]
+
+
+def test_mixed_precision_run_matches_grad_scaler_on_fp32_masters():
+    """minillm's fp16 recipe vs the same recipe written with torch.amp.GradScaler: bit-identical steps."""
+    config = GPTConfig(n_layer=1, n_head=2, d_model=16, vocab_size=32, context_length=16)
+    batches = _tiny_lm_batches(12)
+
+    def make_model():
+        torch.manual_seed(0)
+        return GPT(config)
+
+    def loss_fn(model, x, y):
+        return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+
+    # 2^20 overflows at first: the run skips steps and backs off, then grows again after 3 clean steps
+    run = train_mixed_precision(make_model, batches, loss_fn, lr=3e-3, init_scale=2.0**20, growth_interval=3)
+
+    model = make_model().half()
+    masters = [p.detach().float().clone().requires_grad_() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(masters, lr=3e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**20, growth_interval=3)
+    losses, scales, skipped = [], [], []
+    for x, y in batches:
+        for p in model.parameters():
+            p.grad = None
+        loss = loss_fn(model, x, y)
+        scaler.scale(loss).backward()
+        for p, m in zip(model.parameters(), masters, strict=True):
+            m.grad = p.grad.float()
+        scales.append(scaler.get_scale())
+        before = [m.detach().clone() for m in masters]
+        scaler.step(optimizer)
+        skipped.append(all(torch.equal(m, b) for m, b in zip(masters, before, strict=True)))
+        scaler.update()
+        with torch.no_grad():
+            for p, m in zip(model.parameters(), masters, strict=True):
+                p.copy_(m)
+        losses.append(loss.item())
+    assert run.scales == scales and run.skipped == skipped and run.losses == losses
+    assert skipped[0] and not all(skipped)  # it overflowed, backed off and trained
+    assert any(b == 2 * a for a, b in zip(scales[:-1], scales[1:], strict=True))  # and grew S again
+    for a, b in zip(run.masters, masters, strict=True):
+        assert a.dtype == torch.float32 and torch.equal(a, b)
 
 
 def test_bf16_autocast_tracks_fp32():

@@ -294,4 +294,4 @@ def test_bad_input_errors() -> None:
     with pytest.raises(ValueError, match="uses a token"):
         BPETokenizer([(b"ab", b"c")])
     with pytest.raises(ValueError, match="invalid pre-tokenization pattern"):
-        BPETokenizer([], pattern="(unclosed")
+        BPETokenizer([], pattern="(unclosed", allow_custom_pattern=True)

@@ -84,12 +84,12 @@ def save_reward_model(
     """Save a reward model as a :func:`~minillm.checkpoint.save_pretrained` folder (the trunk) plus ``head.json``.
 
     The trunk stays an ordinary model folder, so any tool that loads a GPT can read it; the head is two
-    numbers' worth of JSON beside it.
+    numbers' worth of JSON beside it, covered by the folder's checksums like the weights.
     """
-    directory = save_pretrained(directory, model.trunk, tokenizer, metadata)
     head = {"weight": model.head.weight[0].tolist(), "bias": model.head.bias.item()}
-    (directory / HEAD_FILE).write_text(json.dumps(head) + "\n", encoding="utf-8")
-    return directory
+    return save_pretrained(
+        directory, model.trunk, tokenizer, metadata, extra_files={HEAD_FILE: json.dumps(head) + "\n"}
+    )
 
 
 def load_reward_model(
@@ -100,7 +100,7 @@ def load_reward_model(
     head_path = directory / HEAD_FILE
     if not head_path.is_file():
         raise FileNotFoundError(f"{head_path}: not found; is {directory} a saved reward model?")
-    trunk, tokenizer, _ = load_pretrained(directory, device=device)
+    trunk, tokenizer, _ = load_pretrained(directory, device=device, extra_files=[HEAD_FILE])
     model = ScalarHeadModel(trunk, trunk.config.d_model).to(device)
     head = json.loads(head_path.read_text(encoding="utf-8"))
     with torch.no_grad():

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +91,17 @@ def read_done(run: Run, phase: str) -> dict:
 
 
 def _write_json(path: Path, data: dict | list) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a half-written done.json never marks a phase complete
+    """Write JSON atomically: a half-written done.json must never mark a phase complete.
+
+    The temporary file's name is unique (pid and a random part), so two writers never share it, and it is
+    deleted if the write fails.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def run_phase(run: Run, phase: str, body: Callable[[Run], dict]) -> dict:

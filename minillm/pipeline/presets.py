@@ -48,6 +48,20 @@ class PipelinePreset:
         return dataclasses.asdict(self)
 
 
+class _Presets(dict[str, PipelinePreset]):
+    """The preset table; looking up an unknown name lists the known ones instead of a bare ``KeyError``."""
+
+    def __missing__(self, name: str) -> PipelinePreset:
+        raise KeyError(f"unknown pipeline preset {name!r}; choose one of {sorted(self)}")
+
+
+def get_preset(name: str) -> PipelinePreset:
+    """The preset called ``name``; an unknown name raises ValueError listing the known ones."""
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValueError(f"unknown pipeline preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]
+
+
 _COURSE_PRETRAIN = dict(
     vocab_size=2048,
     tokenizer_train_chars=None,
@@ -168,3 +182,4 @@ PRESETS: dict[str, PipelinePreset] = {
         max_new_tokens=128,
     ),
 }
+PRESETS = _Presets(PRESETS)  # the same table, with a helpful error for an unknown name

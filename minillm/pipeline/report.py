@@ -74,7 +74,7 @@ def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
         "# minillm pipeline report",
         "",
         f"Preset `{settings['preset']}`, preference optimisation `{settings['algorithm']}`, "
-        f"pretraining text `{settings['train_file']}`, device `{settings['device']}`.",
+        f"pretraining text `{settings['text']['path']}`, seed {settings['seed']}, device `{settings['device']}`.",
         "",
         "## Summary",
         "",

@@ -28,7 +28,7 @@ from minillm.tokenizer.bpe_train import train_merges
 from minillm.tokenizer.io import read_json, text_to_token, token_to_text, write_json
 from minillm.tokenizer.merges import apply_merges
 from minillm.tokenizer.pretokenize import (
-    PATTERNS,
+    check_pattern,
     compile_pattern,
     special_regex,
     split_on_specials,
@@ -89,9 +89,13 @@ class BPETokenizer:
         merges: Sequence[tuple[bytes, bytes]],
         special_tokens: Iterable[str] = (),
         pattern: str | None = "gpt2",
+        *,
+        allow_custom_pattern: bool = False,
     ) -> None:
-        self.pattern = pattern
-        self._regex = compile_pattern(pattern)
+        """``pattern`` is a preset name ("gpt2", "gpt4", "none"); a regex of your own needs
+        ``allow_custom_pattern=True`` and must split any text losslessly (see ``pretokenize.check_pattern``)."""
+        self.pattern = check_pattern(pattern, allow_custom_pattern)
+        self._regex = compile_pattern(self.pattern)
         vocab: list[bytes] = [bytes([i]) for i in range(256)]
         token_id: dict[bytes, int] = {b: i for i, b in enumerate(vocab)}
         self._ranks: dict[tuple[int, int], tuple[int, int]] = {}
@@ -128,10 +132,12 @@ class BPETokenizer:
         merges: Sequence[tuple[bytes, bytes]],
         special_tokens: Iterable[str] = (),
         pattern: str | None = "gpt2",
+        *,
+        allow_custom_pattern: bool = False,
     ) -> BPETokenizer:
         """Build from a vocabulary (id → bytes) and merge list, checking that the vocabulary follows the
         layout (bytes, then merge results, then special tokens); raises ValueError if it does not."""
-        tokenizer = cls(merges, special_tokens, pattern)
+        tokenizer = cls(merges, special_tokens, pattern, allow_custom_pattern=allow_custom_pattern)
         if dict(vocab) != tokenizer.vocab:
             wrong = sorted(set(vocab.items()) ^ set(tokenizer.vocab.items()))[:3]
             raise ValueError(f"vocab does not follow the id layout of these merges; e.g. {wrong}")
@@ -146,19 +152,23 @@ class BPETokenizer:
         special_tokens: Iterable[str] = COURSE_SPECIAL_TOKENS,
         pattern: str | None = "gpt2",
         show_progress: bool = False,
+        *,
+        allow_custom_pattern: bool = False,
     ) -> BPETokenizer:
         """Learn a tokenizer with ``vocab_size`` ids (256 bytes + merges + special tokens).
 
         ``data`` is a text, a path (``pathlib.Path``, or a ``str`` naming an existing file) or an
         iterable of texts; files are streamed. Special tokens in the data are cut out before counting,
         so they are never split and never part of a merge. ``pattern``: "gpt2" (default), "gpt4",
-        "none" or a regex string. If the data runs out of pairs first, the vocabulary is smaller.
+        "none", or a regex string with ``allow_custom_pattern=True``. If the data runs out of pairs first,
+        the vocabulary is smaller.
         """
         specials = check_special_tokens(special_tokens)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
             raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
         if vocab_size < 256 + len(specials):
             raise ValueError(f"vocab_size={vocab_size} is smaller than 256 bytes + {len(specials)} special tokens")
+        pattern = check_pattern(pattern, allow_custom_pattern)
         regex = compile_pattern(pattern)
         split = special_regex(specials)
         counts: Counter[str] = Counter()
@@ -169,7 +179,7 @@ class BPETokenizer:
                 counts.update(regex.findall(segment) if regex is not None else (segment,))
         word_counts = {word.encode("utf-8"): n for word, n in counts.items()}
         id_merges, vocab = train_merges(word_counts, vocab_size - len(specials), show_progress)
-        return cls([(vocab[a], vocab[b]) for a, b in id_merges], specials, pattern)
+        return cls([(vocab[a], vocab[b]) for a, b in id_merges], specials, pattern, allow_custom_pattern=True)
 
     # ------------------------------------------------------------------------------------- properties
     @property
@@ -317,13 +327,15 @@ class BPETokenizer:
 
     # ------------------------------------------------------------------------------------- save / load
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the tokenizer as readable JSON (see :mod:`minillm.tokenizer.io` for the byte notation)."""
-        pattern_name = next((name for name, regex in PATTERNS.items() if self.pattern in (name, regex)), None)
+        """Write the tokenizer as readable JSON (see :mod:`minillm.tokenizer.io` for the byte notation).
+
+        A preset pattern is saved by name, so a file never carries a regex unless its author chose one.
+        """
         return write_json(
             path,
             FILE_KIND,
             {
-                "pattern": pattern_name if pattern_name is not None else self.pattern,
+                "pattern": self.pattern,
                 "special_tokens": self.special_tokens,
                 "merges": [[token_to_text(left), token_to_text(right)] for left, right in self.merges],
                 "merged_tokens": self._merged_token_texts(),
@@ -331,14 +343,23 @@ class BPETokenizer:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> BPETokenizer:
-        """Read a file written by :meth:`save`; a corrupt or foreign file raises ValueError."""
+    def load(cls, path: str | os.PathLike, *, allow_custom_pattern: bool = False) -> BPETokenizer:
+        """Read a file written by :meth:`save`; a corrupt or foreign file raises ValueError.
+
+        The file is data, not code: its ``pattern`` must name a preset ("gpt2", "gpt4", "none"). A file
+        with a regex of its own loads only with ``allow_custom_pattern=True`` (trust it first: a regex can
+        take exponential time on some texts), and only if that regex splits any text losslessly.
+        """
         document = read_json(path, FILE_KIND, ("pattern", "special_tokens", "merges"))
+        try:
+            pattern = check_pattern(document["pattern"], allow_custom_pattern)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from err
         try:
             merges = [(text_to_token(a), text_to_token(b)) for a, b in document["merges"]]
             specials: dict[str, Any] = document["special_tokens"]
             ordered = sorted(specials, key=lambda token: specials[token])
-            tokenizer = cls(merges, ordered, document["pattern"])
+            tokenizer = cls(merges, ordered, pattern, allow_custom_pattern=True)
         except (TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"{path}: corrupt BPE tokenizer file ({err})") from err
         if tokenizer.special_tokens != specials:

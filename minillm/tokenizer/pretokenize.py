@@ -38,9 +38,105 @@ GPT4_PATTERN = (
 #: Names accepted wherever a pattern is asked for; ``"none"`` (or ``None``) keeps each text whole.
 PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "none": None}
 
+#: Text a custom pattern must cut into pieces that join back to it exactly: letters in several scripts,
+#: digits, every kind of ASCII punctuation, runs of spaces, tabs and newlines (``\r\n`` too), unusual
+#: white space and control characters, accents as combining marks, and emoji (with a skin-tone modifier
+#: and a zero-width joiner). A pattern that skips any of these would silently drop text from every encode.
+#: Long runs of one character end it, so that the classic catastrophic regexes (``(a|a)+$``) show their
+#: exponential time here, within the check's time limit, rather than on a learner's text.
+PATTERN_PROBE = (
+    "Hello, World! It's 2024: 3.14159 and 1,000,000 -- don't YOU'LL we've.\n\n"
+    "  indented\tand\t\ttabs   then   spaces \r\nCRLF\r\n"
+    "punct !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ \x00\x1c\x7f\u00a0nbsp\u2028\u200b "
+    "café naïve e\u0301 Ωμέγα Привет 東京 日本語 ١٢٣ 😀👍🏽👩\u200d💻 end  \n"
+    + "a" * 32
+    + "!"
+    + " " * 32
+    + "x"
+    + "1" * 32
+    + "\n"
+)
+
+_PROBE_TIMEOUT_S = 1.0  # a sound pattern splits the probe in microseconds; catastrophic backtracking does not
+
+
+def pattern_name(pattern: str | None) -> str | None:
+    """The preset name ("gpt2", "gpt4", "none") of a name, a preset's regex or None; None for anything else."""
+    if pattern is None:
+        return "none"
+    for name, preset in PATTERNS.items():
+        if pattern in (name, preset):
+            return name
+    return None
+
+
+def check_pattern(pattern: str | None, allow_custom_pattern: bool = False) -> str | None:
+    """Validate a pre-tokenization pattern and return its canonical form: a preset name, or the custom regex.
+
+    A pattern is code that runs on every text encoded, so one read from a file is not trusted: only the
+    named presets ("gpt2", "gpt4", "none", or their exact regexes) are accepted unless the caller passes
+    ``allow_custom_pattern=True``. Even then the regex must compile, finish quickly and cut
+    :data:`PATTERN_PROBE` into pieces that join back to it exactly: a regex such as ``\\w+`` matches only
+    some characters and would silently drop the rest (``"hello, world!"`` decoding as ``"helloworld"``).
+    """
+    name = pattern_name(pattern)
+    if name is not None:
+        return name
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be one of {sorted(PATTERNS)}, a regex string or None, got {pattern!r}")
+    if not allow_custom_pattern:
+        raise ValueError(
+            f"pre-tokenization pattern {_short(pattern)} is not one of the named presets {sorted(PATTERNS)}; "
+            "a custom regex runs on every text you encode (it could be very slow, or drop characters), so use "
+            "a preset, or pass allow_custom_pattern=True if you wrote this pattern yourself"
+        )
+    _check_custom_pattern(pattern)
+    return pattern
+
+
+@functools.lru_cache(maxsize=16)
+def _check_custom_pattern(pattern: str) -> None:
+    """Compile ``pattern`` and check that it splits :data:`PATTERN_PROBE` losslessly (cached: it passed)."""
+    compiled = compile_pattern(pattern)
+    try:
+        pieces = compiled.findall(PATTERN_PROBE, timeout=_PROBE_TIMEOUT_S)
+    except TimeoutError as err:
+        raise ValueError(
+            f"pre-tokenization pattern {_short(pattern)} took over {_PROBE_TIMEOUT_S:g} s on a "
+            f"{len(PATTERN_PROBE)}-character probe text (catastrophic backtracking); simplify it or use a preset"
+        ) from err
+    if not all(isinstance(piece, str) for piece in pieces):
+        raise ValueError(
+            f"pre-tokenization pattern {_short(pattern)} has more than one capturing group, so its matches are "
+            "not the pieces of the text; use non-capturing groups (?:...)"
+        )
+    joined = "".join(pieces)
+    if joined != PATTERN_PROBE:
+        dropped = _first_difference(joined, PATTERN_PROBE)
+        raise ValueError(
+            f"pre-tokenization pattern {_short(pattern)} does not cover every character: its pieces of a probe "
+            f"text do not join back to it ({dropped}), so encoding would silently drop text; add an "
+            r"alternative that matches everything else (e.g. end with '|\s+|[^\s]') or use a preset"
+        )
+
+
+def _first_difference(joined: str, probe: str) -> str:
+    """Where the pieces first part from the probe text, in words."""
+    at = next((i for i, (a, b) in enumerate(zip(joined, probe, strict=False)) if a != b), len(joined))
+    if at >= len(probe):
+        return "the pieces are longer than the text"
+    return f"the first character lost or changed is {probe[at]!r} at position {at}"
+
+
+def _short(pattern: str, limit: int = 60) -> str:
+    return repr(pattern) if len(pattern) <= limit else repr(pattern[:limit]) + "..."
+
 
 def resolve_pattern(pattern: str | None) -> str | None:
-    """Map a pattern name ("gpt2", "gpt4", "none") to its regex; any other string is used as is."""
+    """Map a pattern name ("gpt2", "gpt4", "none") to its regex; any other string is returned as is.
+
+    This only translates names: validate untrusted patterns with :func:`check_pattern` first.
+    """
     if pattern is None:
         return None
     if not isinstance(pattern, str):
@@ -60,9 +156,13 @@ def compile_pattern(pattern: str | None) -> regex.Pattern[str] | None:
         raise ValueError(f"invalid pre-tokenization pattern {pattern!r}: {err}") from err
 
 
-def pretokenize(text: str, pattern: str | None = "gpt2") -> list[str]:
-    """Split ``text`` into pre-tokens; their concatenation is ``text`` again (for the built-in patterns)."""
-    compiled = compile_pattern(pattern)
+def pretokenize(text: str, pattern: str | None = "gpt2", allow_custom_pattern: bool = False) -> list[str]:
+    """Split ``text`` into pre-tokens; their concatenation is ``text`` again.
+
+    ``pattern`` is a preset name; a custom regex needs ``allow_custom_pattern=True`` and is checked to
+    cover every character first (see :func:`check_pattern`).
+    """
+    compiled = compile_pattern(check_pattern(pattern, allow_custom_pattern))
     if compiled is None:
         return [text] if text else []
     return compiled.findall(text)

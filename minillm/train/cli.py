@@ -2,11 +2,19 @@
 
     python -m minillm.train --config configs/course.json              # the course's base checkpoint
     python -m minillm.train --train-file my.txt --val-file my_val.txt --max-steps 300 --out-dir runs/mine
+    python -m minillm.train --config configs/course.json --resume --max-steps 1400   # continue, train longer
     torchrun --nproc_per_node=2 -m minillm.train --config configs/course.json   # data parallel
 
 Every :class:`~minillm.train.config.TrainConfig` field is a flag (``--max-steps``, ``--lr`` ...); flags
 override the config file. This module only turns flags into a config; the run itself (what it writes to
 ``out_dir`` and ``work_dir``, and how ``--resume`` continues) is :func:`minillm.train.run.run`.
+
+A run never silently replaces another. An ``--out-dir`` that already holds a run is refused unless you pass
+``--resume`` (continue it from its checkpoint) or ``--overwrite`` (delete its files and start again). On
+``--resume`` every setting and the content of the train and validation files must match the run's
+``run.json``; only the settings in :data:`minillm.train.run.RESUMABLE_FIELDS` may change (``--max-steps``
+to train longer, and how often it evaluates, checkpoints and prints). While a run writes, ``run.lock`` in
+``--out-dir`` keeps a second run out; a lock left by a killed run is taken over by the next one.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from minillm.train.config import TrainConfig
-from minillm.train.run import run
+from minillm.run_folder import RunFolderError
+from minillm.train.config import ConfigError, TrainConfig
+from minillm.train.run import RESUMABLE_FIELDS, run
 
 
 def _parse_value(kind: str) -> Callable[[str], int | float | str | None]:
@@ -33,13 +42,25 @@ def _parse_value(kind: str) -> Callable[[str], int | float | str | None]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per :class:`TrainConfig` field (``--no-<flag>`` for booleans), plus ``--config`` and ``--resume``."""
+    """One flag per :class:`TrainConfig` field (``--no-<flag>`` for booleans), plus ``--config``, ``--resume``
+    and ``--overwrite``."""
     parser = argparse.ArgumentParser(
         prog="python -m minillm.train",
-        description="Train a BPE tokenizer and pretrain a GPT on a text file (documents = paragraphs).",
+        description="Train a BPE tokenizer and pretrain a GPT on a text file (documents = paragraphs). "
+        "An --out-dir that holds a run is only continued (--resume) or replaced (--overwrite) when asked.",
     )
     parser.add_argument("--config", help="JSON file with TrainConfig fields (flags override it)")
-    parser.add_argument("--resume", action="store_true", help="continue from <work_dir>/checkpoint.pt")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out-dir from <work_dir>/checkpoint.pt; its other settings and input files "
+        f"must match the run's run.json, only these may change: {', '.join(RESUMABLE_FIELDS)}",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in --out-dir (its model, history, checkpoint and token files are deleted)",
+    )
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         if field.type == "bool":
@@ -50,16 +71,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Defaults, overridden by the ``--config`` file, overridden by the flags given on the command line."""
-    values = TrainConfig.from_json(args.config).to_dict() if args.config else {}
+    """Defaults, overridden by the ``--config`` file, overridden by the flags; checked once, as a whole."""
+    values = TrainConfig.json_settings(args.config) if args.config else {}
     for field in dataclasses.fields(TrainConfig):
         given = getattr(args, field.name)
         if given is not None:
             values[field.name] = given
-    return TrainConfig.from_dict(values)
+    try:
+        return TrainConfig.from_dict(values)
+    except ConfigError as err:
+        raise ConfigError(f"{args.config} with the flags given: {err}" if args.config else str(err)) from err
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m minillm.train`` and the ``minillm-train`` console script."""
     args = build_parser().parse_args(argv)
-    run(config_from_args(args), resume=args.resume)
+    try:
+        run(config_from_args(args), resume=args.resume, overwrite=args.overwrite)
+    except (RunFolderError, ConfigError, FileNotFoundError) as error:
+        raise SystemExit(f"error: {error}") from error

@@ -1,12 +1,40 @@
-"""The settings of a pretraining run, as one dataclass (the CLI flags and JSON configs use its names)."""
+"""The settings of a pretraining run, as one dataclass (the CLI flags and JSON configs use its names).
+
+A config is checked completely when it is built: every field's type, every range, the model shape (the
+preset exists, ``n_head`` divides ``d_model``), the schedule and the device name. The command line builds
+its config before any work, so a bad flag or config file stops it at once with a message naming the
+setting, rather than after the tokenizer has trained or as a traceback from deep inside torch.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from minillm.device import check_device_name
+from minillm.model import GPTConfig
+from minillm.optim import SCHEDULES, make_schedule
+from minillm.tokenizer import COURSE_SPECIAL_TOKENS
+
+
+class ConfigError(ValueError):
+    """A run setting, or a config file, that cannot be used; the message names it and says what would work."""
+
+
+# What each annotation accepts, and how to say so. A float setting also takes an int (JSON's ``1``).
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "str": ((str,), "a string"),
+    "int": ((int,), "an integer"),
+    "float": ((int, float), "a number"),
+    "bool": ((bool,), "true or false"),
+}
 
 
 @dataclass
@@ -55,17 +83,110 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every setting (see the module docstring); raises :class:`ConfigError` naming the first bad one."""
+        self._check_types()
         positive = ("vocab_size", "n_layer", "n_head", "d_model", "context_length", "batch_size", "grad_accum")
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)!r}")
         for name in ("max_steps", "warmup_steps", "decay_steps", "eval_interval", "checkpoint_interval"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("eval_batches", "tokenizer_train_chars", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                hint = " (or null: all of it)" if name == "tokenizer_train_chars" else ""
+                hint = " (or null: torch's default)" if name == "threads" else hint
+                raise ConfigError(f"{name} must be at least 1{hint}, got {value!r}")
+        smallest = 256 + len(COURSE_SPECIAL_TOKENS)
+        if self.vocab_size < smallest:
+            raise ConfigError(
+                f"vocab_size={self.vocab_size} leaves no room for merges: the 256 bytes and "
+                f"{len(COURSE_SPECIAL_TOKENS)} special tokens already take {smallest} ids; use at least {smallest}"
+            )
+        for name in ("sample_tokens", "lr", "min_lr", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.on_nonfinite not in ("stop", "skip"):
-            raise ValueError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
+            raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
         if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ValueError(f"grad_clip must be positive or None, got {self.grad_clip!r}")
+            raise ConfigError(f"grad_clip must be positive or None, got {self.grad_clip!r}")
+        self._check_schedule()
+        try:
+            self.lr_schedule()
+            self.model_config(self.vocab_size)
+            check_device_name(self.device)
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+
+    def _check_schedule(self) -> None:
+        """The schedule's relations in this config's own names (the optimizer module words them generically)."""
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"unknown schedule {self.schedule!r}; choose from {sorted(SCHEDULES)}")
+        if self.schedule == "constant":
+            return
+        steps = max(self.max_steps, 1)
+        if self.warmup_steps > steps:
+            raise ConfigError(
+                f"warmup_steps={self.warmup_steps} is longer than the run (max_steps={self.max_steps}); "
+                "lower warmup_steps or raise max_steps"
+            )
+        if self.min_lr > self.lr:
+            raise ConfigError(f"min_lr={self.min_lr!r} is above lr={self.lr!r}; the schedule decays from lr to min_lr")
+        if self.schedule == "wsd" and self.warmup_steps + self.decay_steps > steps:
+            raise ConfigError(
+                f"warmup_steps={self.warmup_steps} + decay_steps={self.decay_steps} exceed max_steps={self.max_steps}; "
+                "the wsd cool-down must fit after the warmup"
+            )
+
+    def _check_types(self) -> None:
+        """Each field holds what its annotation says: a JSON ``"0.01"`` is refused here, not in the optimizer."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            kinds = [kind.strip() for kind in str(field.type).split("|")]
+            optional = "None" in kinds
+            if value is None and optional:
+                continue
+            accepted = [_KINDS[kind] for kind in kinds if kind != "None"]
+            is_bool = isinstance(value, bool)
+            ok = any(isinstance(value, types) for types, _ in accepted) and (is_bool == (kinds[0] == "bool"))
+            if ok and isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{field.name} must be a finite number, got {value!r}")
+            if not ok:
+                expected = " or ".join(words for _, words in accepted) + (" or null" if optional else "")
+                hint = (
+                    "; in a JSON config write numbers and true/false without quotes" if isinstance(value, str) else ""
+                )
+                raise ConfigError(f"{field.name} must be {expected}, got {value!r} ({type(value).__name__}){hint}")
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        """The :class:`~minillm.model.GPTConfig` of this run's ``preset`` and sizes, for ``vocab_size`` ids."""
+        return GPTConfig.preset(
+            self.preset,
+            vocab_size=vocab_size,
+            context_length=self.context_length,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            d_model=self.d_model,
+            dropout=self.dropout,
+        )
+
+    def lr_schedule(self) -> Callable[[int], float]:
+        """The learning rate at each step, as :func:`minillm.optim.make_schedule` builds it from these settings."""
+        args: dict[str, float] = dict(
+            max_lr=self.lr, warmup_steps=self.warmup_steps, total_steps=max(self.max_steps, 1)
+        )
+        if self.schedule in ("cosine", "linear", "wsd"):
+            args["min_lr"] = self.min_lr
+        if self.schedule == "wsd":
+            args["decay_steps"] = self.decay_steps
+        return make_schedule(self.schedule, **args)
 
     @property
     def tokens_per_step(self) -> int:
@@ -75,17 +196,46 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """A config from a dict of fields; an unknown field is refused, with the closest known name."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"TrainConfig.from_dict needs a dict of settings, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
+            guesses = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
+            hints = "".join(f"; {name!r}: did you mean {close[0]!r}?" for name, close in guesses.items() if close)
+            raise ConfigError(f"unknown TrainConfig fields {unknown}{hints}; known: {sorted(known)}")
         return cls(**data)
+
+    @staticmethod
+    def json_settings(path: str | os.PathLike) -> dict[str, Any]:
+        """The settings a JSON config file holds (keys starting with ``_`` are comments), not yet checked.
+
+        Separate from :meth:`from_json` so a command line can lay its flags over a file before the whole
+        is checked: a file may be valid only together with the flags given with it.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"{path}: config file not found") from err
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{path}: a config file must be UTF-8 JSON text ({err})") from err
+        except json.JSONDecodeError as err:
+            raise ConfigError(
+                f"{path}: not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}; "
+                "check for a trailing comma, a missing comma or quote, or single quotes"
+            ) from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: a config file must hold a JSON object, got {type(data).__name__}")
+        return {k: v for k, v in data.items() if not k.startswith("_")}
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> TrainConfig:
-        """Read a JSON config file; keys starting with ``_`` are comments and ignored."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: a config file must hold a JSON object, got {type(data).__name__}")
-        return cls.from_dict({k: v for k, v in data.items() if not k.startswith("_")})
+        """Read and check a JSON config file; errors name the file."""
+        settings = cls.json_settings(path)
+        try:
+            return cls.from_dict(settings)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from err

@@ -82,6 +82,18 @@ class DistContext:
         if self.enabled:
             dist.barrier()
 
+    def broadcast_object(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (``value`` itself when not distributed).
+
+        Why: checks that only rank 0 makes (the run folder's lock and record) must stop every rank
+        together; a rank that raised alone would leave the others waiting at the next barrier.
+        """
+        if not self.enabled:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     @classmethod
     def from_env(cls) -> DistContext:
         """Read torchrun's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` and join the process group if needed."""

@@ -9,10 +9,17 @@ by one: :func:`train_tokenizer`, :func:`prepare_tokens`, :func:`build_model`, th
 The run writes to ``out_dir``: ``model.safetensors``, ``config.json`` (model and training config, final
 metrics, samples), ``tokenizer.json``, ``history.json`` and ``history.csv``. Token files and the resumable
 ``checkpoint.pt`` go to ``work_dir``; ``resume=True`` continues from it.
+
+A run never silently replaces another (:mod:`minillm.run_folder`): ``out_dir`` is locked while the run
+writes (``run.lock``), ``run.json`` records every setting and the SHA-256 of the train and validation
+files, a folder that already holds a run is only continued (``resume=True``, where only
+:data:`RESUMABLE_FIELDS` may change) or replaced (``overwrite=True``) when asked, and every such check
+runs before the tokenizer is trained.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -23,10 +30,20 @@ import torch
 import torch.distributed as dist
 
 from minillm.batches import encode_file, load_tokens
-from minillm.checkpoint import TOKENIZER_FILE, save_pretrained
+from minillm.checkpoint import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, save_pretrained
 from minillm.data import load_text, split_documents
 from minillm.device import run_device
 from minillm.model import GPT, GPTConfig
+from minillm.run_folder import (
+    RunFolderError,
+    check_record,
+    input_file,
+    locked,
+    read_record,
+    refuse_to_replace,
+    remove_outputs,
+    write_record,
+)
 from minillm.seed import seed_everything
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, ENDOFTEXT, BPETokenizer
 from minillm.train.config import TrainConfig
@@ -34,6 +51,112 @@ from minillm.train.history import write_history
 from minillm.train.loop import DistContext, Trainer
 
 CHECKPOINT_FILE = "checkpoint.pt"
+RECORD_FILE = "run.json"  # what defines the run: every setting, and the input files' SHA-256
+
+#: The settings a run continued with ``--resume`` may change (name → why it is safe); every other setting
+#: and the content of the train and validation files must match the run's ``run.json``. Changes are
+#: listed in ``run.json`` under ``"resumed"``.
+RESUMABLE_FIELDS: dict[str, str] = {
+    "max_steps": "train longer or stop sooner; the learning-rate schedule is laid out for the new length, "
+    "so the rate continues from where the new schedule is at the current step",
+    "eval_interval": "how often validation runs; it does not change the training steps",
+    "eval_batches": "how many batches validation reads",
+    "checkpoint_interval": "how often checkpoints are written",
+    "sample_tokens": "the length of the samples printed at the end",
+    "device": "where the steps run (low-order float digits may differ)",
+    "threads": "CPU threads",
+    "progress": "the progress bar",
+}
+# Where the run is (a moved run folder is the same run) and its resume log: never compared.
+_NOT_COMPARED = ("out_dir", "work_dir", "resumed")
+
+
+def run_record(config: TrainConfig) -> dict:
+    """What defines a run: every setting, with the train and validation files as path + SHA-256."""
+    record = config.to_dict()
+    record["train_file"] = input_file(config.train_file)
+    record["val_file"] = input_file(config.val_file)
+    return record
+
+
+def _outputs(out_dir: Path, work_dir: Path) -> list[Path]:
+    """Every file a run writes (what ``--overwrite`` removes); the lock is not one of them."""
+    written = (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, "checksums.sha256", "history.json", "history.csv")
+    written += (RECORD_FILE,)
+    working = (CHECKPOINT_FILE, TOKENIZER_FILE, "train.bin", "val.bin")
+    return [out_dir / name for name in written] + [work_dir / name for name in working]
+
+
+def _what_is_there(out_dir: Path, work_dir: Path) -> str:
+    try:
+        steps = json.loads((out_dir / CONFIG_FILE).read_text(encoding="utf-8"))["metrics"]["steps"]
+        return f"a finished run of {steps} steps"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return "an unfinished run" if (work_dir / CHECKPOINT_FILE).is_file() else "a run"
+
+
+def prepare_run_folder(config: TrainConfig, resume: bool = False, overwrite: bool = False) -> bool:
+    """Check ``config.out_dir`` may be written as asked and record the run; returns whether to resume.
+
+    Raises :class:`~minillm.run_folder.RunFolderError` (naming the folder, the files, or the settings that
+    differ, and the flag that would do what the user meant) when the folder holds a run and neither
+    ``resume`` nor ``overwrite`` is given, or when ``resume`` would continue a run with other settings.
+    ``overwrite`` removes the previous run's files first. Call it while holding the folder's lock.
+    """
+    if resume and overwrite:
+        raise RunFolderError("--resume continues a run and --overwrite replaces it: pass only one")
+    out_dir = Path(config.out_dir)
+    work_dir = Path(config.work_dir) if config.work_dir else out_dir / "work"
+    record_path, checkpoint = out_dir / RECORD_FILE, work_dir / CHECKPOINT_FILE
+    current = run_record(config)  # hashes the inputs: a missing train or validation file fails here
+    found = [p for p in _outputs(out_dir, work_dir) if p.exists()]
+    what = _what_is_there(out_dir, work_dir)
+    if overwrite:
+        removed = remove_outputs(found)
+        if removed:
+            names = ", ".join(p.name for p in removed)
+            print(f"--overwrite: removed {what} from {out_dir} ({names})", file=sys.stderr)
+        write_record(record_path, current)
+        return False
+    if resume and checkpoint.is_file():
+        allowed = ", ".join(RESUMABLE_FIELDS)
+        changed = check_record(
+            record_path,
+            current,
+            changeable=RESUMABLE_FIELDS,
+            ignore=_NOT_COMPARED,
+            fix=f"--resume continues a run with its own settings; only {allowed} may change. Pass the recorded "
+            f"values to continue it, or --overwrite to replace it, or choose another --out-dir.",
+        )
+        recorded = read_record(record_path) or {}
+        if changed:
+            for name, change in changed.items():
+                print(f"--resume: {name} {change}", file=sys.stderr)
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+            current["resumed"] = [*recorded.get("resumed", []), {"at": stamp, "changed": changed}]
+        elif "resumed" in recorded:
+            current["resumed"] = recorded["resumed"]
+        write_record(record_path, current)
+        return True
+    if resume:
+        refuse_to_replace(
+            out_dir,
+            found,
+            what=what,
+            fix=f"--resume found no checkpoint at {checkpoint} to continue from; "
+            "pass --overwrite to replace the run, or choose another --out-dir",
+        )
+        print(f"--resume: no checkpoint at {checkpoint}; starting a new run", file=sys.stderr)
+    else:
+        refuse_to_replace(
+            out_dir,
+            found,
+            what=what,
+            fix="pass --resume to continue it or --overwrite to replace it, or choose another --out-dir",
+        )
+    write_record(record_path, current)
+    return False
 
 
 def train_tokenizer(config: TrainConfig) -> BPETokenizer:
@@ -102,11 +225,13 @@ def sample_stories(model: GPT, tokenizer: BPETokenizer, n: int, max_new_tokens: 
     return [tokenizer.decode([i for i in row.tolist()[1:] if i != eot]).strip() for row in out]
 
 
-def run(config: TrainConfig, resume: bool = False) -> dict:
+def run(config: TrainConfig, resume: bool = False, overwrite: bool = False) -> dict:
     """Tokenizer → tokens → model → training → saved model folder. Returns the final metrics (rank 0).
 
-    Under ``torchrun`` every rank calls this; rank 0 alone trains the tokenizer, writes the token files
-    and saves the results, the others wait at barriers and train their share of each batch.
+    Under ``torchrun`` every rank calls this; rank 0 alone holds the folder's lock, checks and records
+    the run (:func:`prepare_run_folder`), trains the tokenizer, writes the token files and saves the
+    results; the others wait at barriers, stop with rank 0's message when it refuses, and train their
+    share of each batch.
     """
     started = time.perf_counter()
     ctx = DistContext.from_env()
@@ -117,13 +242,36 @@ def run(config: TrainConfig, resume: bool = False) -> dict:
         torch.cuda.set_device(device)
     out_dir = Path(config.out_dir)
     work_dir = Path(config.work_dir) if config.work_dir else out_dir / "work"
-    if ctx.is_main:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        out_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as hold:
+        refusal, resuming = None, False
+        if ctx.is_main:
+            try:
+                hold.enter_context(locked(out_dir))
+                if not work_dir.resolve().is_relative_to(out_dir.resolve()):
+                    hold.enter_context(locked(work_dir))  # a work folder elsewhere may be shared by mistake
+                resuming = prepare_run_folder(config, resume=resume, overwrite=overwrite)
+                work_dir.mkdir(parents=True, exist_ok=True)
+            except (RunFolderError, OSError) as error:
+                refusal = error
+        message, resuming = ctx.broadcast_object((str(refusal) if refusal else None, resuming))
+        if refusal is not None:
+            raise refusal
+        if message is not None:
+            raise RunFolderError(f"rank 0 stopped the run: {message}")
+        return _train(config, ctx, device, out_dir, work_dir, resuming, started)
+
+
+def _train(
+    config: TrainConfig,
+    ctx: DistContext,
+    device: torch.device,
+    out_dir: Path,
+    work_dir: Path,
+    resuming: bool,
+    started: float,
+) -> dict:
+    """The run's work once the folder is checked and locked (every rank)."""
     tokenizer_path, checkpoint_path = work_dir / TOKENIZER_FILE, work_dir / CHECKPOINT_FILE
-    resuming = resume and checkpoint_path.is_file()
-    if resume and not resuming and ctx.is_main:
-        print(f"--resume: no checkpoint at {checkpoint_path}; starting a new run", file=sys.stderr)
     if ctx.is_main and not (resuming and tokenizer_path.is_file()):
         for stale in ("train.bin", "val.bin"):  # encoded with an older tokenizer
             (work_dir / stale).unlink(missing_ok=True)

@@ -1,0 +1,174 @@
+"""The whole pipeline as one call, :func:`run_pipeline`: check, lock, record, then run the phases in order.
+
+``python -m minillm`` (:mod:`minillm.pipeline.cli`) only parses flags and calls it. Before any phase runs,
+the run folder is locked (``run.lock``, see :mod:`minillm.run_folder`) and its ``settings.json`` — the
+preset with all its values, the algorithm, the seed, the device, and the path and SHA-256 of the
+pretraining text and of the SFT and preference files — is compared with what this call would run. The
+same settings: finished phases are skipped and an interrupted pretraining resumes. Any difference: the run
+stops and names the differing fields, unless ``overwrite=True`` replaces the folder's previous outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from minillm.data import load_stories
+from minillm.device import check_device_name, pick_device
+from minillm.paths import data_dir
+from minillm.pipeline.phases import (
+    PHASES,
+    Run,
+    align_phase,
+    eval_phase,
+    pretrain_phase,
+    run_phase,
+    sft_phase,
+    tokenizer_phase,
+)
+from minillm.pipeline.presets import PRESETS
+from minillm.pipeline.report import write_report
+from minillm.run_folder import check_record, input_file, locked, remove_outputs, write_record
+
+__all__ = ["OUTPUTS", "SETTINGS_FILE", "PipelineError", "run_pipeline", "split_own_text"]
+
+SETTINGS_FILE = "settings.json"
+#: What a pipeline writes into its run folder (what ``--overwrite`` removes; nothing else is touched).
+OUTPUTS: tuple[str, ...] = (*PHASES, "data", "report.md", "loss_curves.png", "gold_and_kl.png", SETTINGS_FILE)
+
+
+class PipelineError(RuntimeError):
+    """The pipeline cannot start with the inputs given; the message names the file or value."""
+
+
+def split_own_text(path: Path) -> tuple[str, str]:
+    """A learner's file as train (95 %) and validation (the last 5 % of documents, at least one) texts.
+
+    Only reads: the split is written into the run folder once the folder is locked and its settings
+    checked, so a refused run leaves the folder as it was.
+    """
+    try:
+        documents = load_stories(path)  # clear errors for a missing, empty or non-UTF-8 file
+    except (OSError, ValueError) as error:
+        raise PipelineError(str(error)) from error
+    if len(documents) < 2:
+        raise PipelineError(
+            f"{path}: need at least 2 documents (blocks separated by an empty line), found {len(documents)}"
+        )
+    n_val = max(1, len(documents) // 20)
+    return "\n\n".join(documents[:-n_val]) + "\n", "\n\n".join(documents[-n_val:]) + "\n"
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds exactly it (a rerun leaves the file's time alone)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        path.write_text(text, encoding="utf-8")
+
+
+def _phase_bodies() -> tuple[tuple[str, Callable[[Run], dict]], ...]:
+    # looked up at call time, so tests can swap a phase for a fast stand-in
+    bodies = {
+        "tokenizer": tokenizer_phase,
+        "pretrain": pretrain_phase,
+        "sft": sft_phase,
+        "align": align_phase,
+        "eval": eval_phase,
+    }
+    return tuple((phase, bodies[phase]) for phase in PHASES)
+
+
+def run_pipeline(
+    preset: str = "course",
+    run_dir: str | Path = "runs/pipeline",
+    text: str | Path | None = None,
+    algorithm: str = "dpo",
+    device: str | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+) -> dict:
+    """Run every phase into ``run_dir`` and write the report; returns each phase's metrics.
+
+    Raises :class:`PipelineError` for an unusable ``text`` and
+    :class:`~minillm.run_folder.RunFolderError` for a locked folder or one that holds a run with other
+    settings, both before any phase starts.
+    """
+    folder = Path(run_dir)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise PipelineError(f"--threads must be a whole number of at least 1, got {threads!r}")
+    if device is not None:
+        try:
+            check_device_name(device)
+        except ValueError as error:
+            raise PipelineError(f"--device: {error}") from error
+    if preset not in PRESETS:
+        raise PipelineError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(PRESETS))}")
+    own = None
+    if text is not None:
+        text = Path(text)
+        if not text.is_file():
+            raise PipelineError(f"--text {text}: file not found")
+        own = split_own_text(text)
+        source = text
+    else:
+        source = data_dir() / "stories_train.txt"
+    if threads is not None:
+        torch.set_num_threads(threads)
+    chosen = pick_device(device)
+    sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
+    try:
+        inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}
+    except FileNotFoundError as error:
+        raise PipelineError(
+            f"{error}; the course data ships in data/ (python -m minillm.datagen --out data)"
+        ) from error
+    settings = {
+        "preset": preset,
+        "preset_settings": PRESETS[preset].to_dict(),
+        "algorithm": algorithm,
+        "seed": seed,
+        "device": str(chosen),
+        **inputs,
+    }
+    with locked(folder):
+        settings_file = folder / SETTINGS_FILE
+        if overwrite:
+            removed = remove_outputs(folder / name for name in OUTPUTS)
+            if removed:
+                names = ", ".join(p.name for p in removed)
+                print(f"--overwrite: removed the previous run's {names} from {folder}", file=sys.stderr)
+        else:
+            check_record(
+                settings_file,
+                settings,
+                fix="Rerun with the recorded settings to continue it, pass --overwrite to replace it, "
+                "or choose another --run-dir.",
+            )
+        write_record(settings_file, settings)
+        if own is not None:
+            train_file, val_file = folder / "data" / "train.txt", folder / "data" / "val.txt"
+            _write_text(train_file, own[0])
+            _write_text(val_file, own[1])
+        else:
+            train_file, val_file = source, data_dir() / "stories_val.txt"
+        run = Run(
+            folder=folder,
+            preset=PRESETS[preset],
+            train_file=train_file,
+            val_file=val_file,
+            sft_file=sft_file,
+            prefs_file=prefs_file,
+            algorithm=algorithm,
+            device=chosen,
+            seed=seed,
+            progress=progress,
+        )
+        metrics = {phase: run_phase(run, phase, body) for phase, body in _phase_bodies()}
+        report = write_report(folder, metrics, settings)
+    print(f"report: {report}")
+    return metrics
