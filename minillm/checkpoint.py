@@ -35,6 +35,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from minillm.model import GPT, GPTConfig
+from minillm.run_folder import sha256_file
 from minillm.tokenizer import BPETokenizer
 
 MODEL_FILE = "model.safetensors"
@@ -96,19 +97,10 @@ def _feed(digest: Any, value: Any) -> None:
         digest.update(f"O{type(value).__qualname__}:{value!r};".encode())
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_checksums(directory: str | os.PathLike, names: Iterable[str]) -> Path:
     """Write ``directory/checksums.sha256`` listing the sha256 of each named file (``sha256sum`` format)."""
     directory = Path(directory)
-    lines = "".join(f"{file_sha256(directory / name)}  {name}\n" for name in sorted(set(names)))
+    lines = "".join(f"{sha256_file(directory / name)}  {name}\n" for name in sorted(set(names)))
     path = directory / CHECKSUM_FILE
     _write_text_atomically(lines, path)
     return path
@@ -150,7 +142,7 @@ def verify_checksums(directory: str | os.PathLike, reads: Iterable[str]) -> bool
         file = directory / name
         if not file.is_file():
             raise CheckpointError(f"{file}: listed in {path} but missing; copy the whole folder again")
-        found = file_sha256(file)
+        found = sha256_file(file)
         if found != expected:
             raise CheckpointError(
                 f"{file}: sha256 {found[:12]}... does not match {expected[:12]}... recorded in {path}; the file "

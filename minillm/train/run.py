@@ -33,7 +33,7 @@ from minillm.batches import encode_file, load_tokens
 from minillm.checkpoint import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, save_pretrained
 from minillm.data import load_text, split_documents
 from minillm.device import run_device
-from minillm.model import GPT, GPTConfig
+from minillm.model import GPT
 from minillm.run_folder import (
     RunFolderError,
     check_record,
@@ -198,16 +198,7 @@ def build_model(config: TrainConfig, vocab_size: int) -> GPT:
     not on whatever random numbers the tokenizer or the data used before.
     """
     seed_everything(config.seed)
-    model_config = GPTConfig.preset(
-        config.preset,
-        vocab_size=vocab_size,
-        context_length=config.context_length,
-        n_layer=config.n_layer,
-        n_head=config.n_head,
-        d_model=config.d_model,
-        dropout=config.dropout,
-    )
-    return GPT(model_config)
+    return GPT(config.model_config(vocab_size))
 
 
 def sample_stories(model: GPT, tokenizer: BPETokenizer, n: int, max_new_tokens: int, seed: int = 0) -> list[str]:
