@@ -8,6 +8,36 @@ import torch
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 
+class DeviceError(RuntimeError):
+    """A device was asked for by name that this machine does not have."""
+
+
+def check_available(device: torch.device) -> torch.device:
+    """Return ``device`` if this machine can compute on it; otherwise raise :class:`DeviceError` saying what to use.
+
+    Without this, ``--device cuda`` on a CPU-only machine ends in a torch traceback ("Torch not compiled with
+    CUDA enabled") after the run has started.
+    """
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(
+                f"device {str(device)!r} was requested but torch sees no CUDA GPU here "
+                "(torch.cuda.is_available() is False); use --device cpu, or auto to take what is there"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(
+                f"device {str(device)!r} was requested but this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+                f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
+            )
+    if device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise DeviceError(
+                f"device {str(device)!r} was requested but Apple's MPS is not available here; use --device cpu"
+            )
+    return device
+
+
 def check_device_name(name: str) -> str:
     """Validate a run's ``device`` setting ("auto", "cpu", "cuda", "cuda:1", "mps") and return it.
 
@@ -31,14 +61,11 @@ def check_device_name(name: str) -> str:
 def pick_device(prefer: str | None = None) -> torch.device:
     """Return the device to compute on.
 
-    ``prefer`` may name a device ("cpu", "cuda", "mps"); by default CUDA is used when available, then
-    Apple's MPS, then the CPU. The committed notebook outputs come from the CPU.
+    ``prefer`` may name a device ("cpu", "cuda", "mps"; :class:`DeviceError` if it is not here); by default
+    CUDA is used when available, then Apple's MPS, then the CPU. The committed notebook outputs come from the CPU.
     """
     if prefer is not None:
-        device = torch.device(prefer)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' was requested but torch.cuda.is_available() is False")
-        return device
+        return check_available(torch.device(prefer))
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -55,7 +82,7 @@ def run_device(requested: str = "auto", local_rank: int | None = None) -> torch.
     A single process takes :func:`pick_device`'s choice.
     """
     if requested != "auto":
-        return torch.device(requested)
+        return check_available(torch.device(requested))
     if local_rank is not None:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     return pick_device()

@@ -266,9 +266,11 @@ def test_10_config_files_with_bad_json_or_types_name_the_file(tmp_path):
         (["--preset", "bogus"], "unknown preset 'bogus'"),
         (["--threads", "0"], "threads must be at least 1"),
         (["--device", "tpu"], "device 'tpu' is not a device name"),
+        (["--device", "cuda"], "'cuda' was requested but torch sees no CUDA GPU here"),
     ],
 )
-def test_10_train_command_line_stops_before_any_work(tmp_path, flags, message):
+def test_10_train_command_line_stops_before_any_work(tmp_path, flags, message, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on the course's CPU machines
     train = tmp_path / "train.txt"
     train.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "out"
@@ -283,9 +285,14 @@ def test_10_train_command_line_stops_before_any_work(tmp_path, flags, message):
 
 @pytest.mark.parametrize(
     ("flags", "message"),
-    [(["--threads", "0"], "--threads must be"), (["--device", "tpu"], "--device: device 'tpu'")],
+    [
+        (["--threads", "0"], "--threads must be"),
+        (["--device", "tpu"], "--device: device 'tpu'"),
+        (["--device", "cuda"], "--device: device 'cuda' was requested but torch sees no CUDA GPU"),
+    ],
 )
-def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flags, message):
+def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flags, message, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     from minillm.pipeline.cli import main as pipeline_main
 
     with pytest.raises(SystemExit, match=message):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from minillm import paths
-from minillm.device import pick_device, run_device
+from minillm.device import DeviceError, pick_device, run_device
 from minillm.notebook import REPO_URL, setup
 from minillm.seed import seed_everything
 
@@ -58,12 +58,17 @@ def test_pick_device_defaults_and_errors() -> None:
 
 def test_run_device_names_win_and_ranks_get_their_own_gpu(monkeypatch) -> None:
     assert run_device("cpu") == run_device("cpu", local_rank=1) == torch.device("cpu")
-    assert run_device("cuda:3") == torch.device("cuda:3")  # a name is taken as given
     assert run_device() == pick_device()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert run_device("cuda:3") == torch.device("cuda:3")  # a name is taken as given when the GPU is there
+    with pytest.raises(DeviceError, match=r"'cuda:4' was requested but this machine has 4 CUDA GPU"):
+        run_device("cuda:4")
     assert run_device("auto", local_rank=1) == torch.device("cuda:1")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert run_device("auto", local_rank=1) == torch.device("cpu")
+    with pytest.raises(DeviceError, match=r"'cuda' was requested but torch sees no CUDA GPU here.*use --device cpu"):
+        run_device("cuda")
 
 
 def test_setup_seeds_and_returns_a_device() -> None:

@@ -38,7 +38,7 @@ def test_tensor_parallel_four_all_reduces_per_layer():
 
 def test_planner_lists_only_fitting_layouts():
     assert transformer_params(12, 768, 50257, 1024) == 124_439_808
-    layouts = plan(32, 4096, 32, 50257, 2048, devices=8, device_memory_bytes=80e9, micro_batch=1, micro_batches=8)
+    layouts = plan(32, 4096, 32, 50257, 2048, devices=8, device_memory_bytes=80e9, micro_batch=1, global_batch=8)
     assert layouts and all(l.total_bytes <= 80e9 for l in layouts)
     assert all(l.dp * l.tp * l.pp == 8 for l in layouts)
     # ~6.5B parameters need 104 GB of model states without sharding: pure DP without ZeRO cannot fit.

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from minillm.data import load_stories
-from minillm.device import check_device_name, pick_device
+from minillm.device import DeviceError, check_device_name, pick_device
 from minillm.paths import data_dir
 from minillm.pipeline.phases import (
     PHASES,
@@ -117,9 +117,12 @@ def run_pipeline(
         source = text
     else:
         source = data_dir() / "stories_train.txt"
+    try:
+        chosen = pick_device(device)
+    except DeviceError as error:
+        raise PipelineError(f"--device: {error}") from error
     if threads is not None:
         torch.set_num_threads(threads)
-    chosen = pick_device(device)
     sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
     try:
         inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}

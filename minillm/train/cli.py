@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
+from minillm.device import DeviceError
 from minillm.run_folder import RunFolderError
 from minillm.train.config import ConfigError, TrainConfig
 from minillm.train.run import RESUMABLE_FIELDS, run
@@ -88,5 +89,5 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         run(config_from_args(args), resume=args.resume, overwrite=args.overwrite)
-    except (RunFolderError, ConfigError, FileNotFoundError) as error:
+    except (RunFolderError, ConfigError, DeviceError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from error

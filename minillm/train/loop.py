@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from minillm.batches import RandomWindows, sequential_windows
 from minillm.checkpoint import load_checkpoint, save_checkpoint
 from minillm.loss import cross_entropy
-from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, make_schedule, param_groups, set_lr
+from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, param_groups, set_lr
 from minillm.train.config import TrainConfig
 
 __all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss"]
@@ -139,12 +139,7 @@ class Trainer:
             self.model = self.raw_model
         groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
         self.optimizer = AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2))
-        schedule_args = dict(max_lr=c.lr, warmup_steps=c.warmup_steps, total_steps=max(c.max_steps, 1))
-        if c.schedule in ("cosine", "linear", "wsd"):
-            schedule_args["min_lr"] = c.min_lr
-        if c.schedule == "wsd":
-            schedule_args["decay_steps"] = c.decay_steps
-        self.schedule = make_schedule(c.schedule, **schedule_args)
+        self.schedule = c.lr_schedule()
         if batches is None:
             if train_tokens is None:
                 raise ValueError("give the Trainer train_tokens or a batch source")
