@@ -332,11 +332,13 @@ def _acquire(folder: Path) -> Path:
 def locked(folder: str | os.PathLike) -> Iterator[Path]:
     """Hold ``folder``'s exclusive lock for the ``with`` block; yields the lock file's path.
 
-    The folder is created if needed. The lock is removed when the block ends, however it ends (an
-    exception, Ctrl-C); only a killed process leaves it behind, and the next run takes such a stale lock
-    over (see the module docstring).
+    The folder is created if needed (and removed again if it is still empty when the block ends, so a refused
+    run leaves nothing behind). The lock is removed when the block ends, however it ends (an exception,
+    Ctrl-C); only a killed process leaves it behind, and the next run takes such a stale lock over (see the
+    module docstring).
     """
     folder = Path(folder)
+    created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -351,3 +353,6 @@ def locked(folder: str | os.PathLike) -> Iterator[Path]:
         holder = _read_holder(path)
         if holder and holder.get("pid") == os.getpid():
             path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):  # not empty (the run wrote files) or already gone: keep it
+                folder.rmdir()

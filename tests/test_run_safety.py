@@ -89,6 +89,11 @@ def test_train_refuses_to_replace_a_finished_run(trained) -> None:
     assert "--resume" in message and "--overwrite" in message
     assert _steps(out) == 4 and (out / "model.safetensors").read_bytes() == weights
     assert not (out / LOCK_FILE).exists()
+    # a work folder elsewhere is locked (and so created) before the refusal: it must not be left behind empty
+    elsewhere = trained / "elsewhere_work"
+    with pytest.raises(SystemExit, match="finished run of 4 steps"):
+        train_main([*_train_args(trained, 2), "--work-dir", str(elsewhere)])
+    assert not elsewhere.exists()
 
 
 def test_overwrite_replaces_the_run(trained, capsys) -> None:
