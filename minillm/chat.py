@@ -120,6 +120,26 @@ def encode_response(prompt: str, response: str, tokenizer) -> ChatTokens:
     return encode_chat([{"role": "user", "content": prompt}, {"role": "assistant", "content": response}], tokenizer)
 
 
+def encode_preference_pairs(
+    rows: Sequence[dict], tokenizer, max_len: int, limit: int | None = None
+) -> tuple[list[tuple[ChatTokens, ChatTokens]], list[dict]]:
+    """(chosen, rejected) encodings of preference rows (``prompt``, ``chosen``, ``rejected``), in order.
+
+    Pairs with either side longer than ``max_len`` tokens are skipped (a reward model or DPO scores whole
+    responses); at most ``limit`` pairs are kept. Returns the pairs and the rows they came from.
+    """
+    pairs, kept = [], []
+    for row in rows:
+        if limit is not None and len(pairs) >= limit:
+            break
+        chosen = encode_response(row["prompt"], row["chosen"], tokenizer)
+        rejected = encode_response(row["prompt"], row["rejected"], tokenizer)
+        if max(len(chosen.ids), len(rejected.ids)) <= max_len:
+            pairs.append((chosen, rejected))
+            kept.append(row)
+    return pairs, kept
+
+
 def right_pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
     """``[len(rows), width]`` long tensor: each row followed by ``value`` (width: the longest row)."""
     if not rows:

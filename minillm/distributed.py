@@ -28,6 +28,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from minillm.train.loop import lm_loss
+
 __all__ = [
     "DataParallel",
     "ZeroRedundancyOptimizer",
@@ -196,16 +198,11 @@ def build_problem(spec: dict[str, Any]) -> tuple[nn.Module, torch.Tensor, torch.
     return model, tokens[:, :-1], tokens[:, 1:]
 
 
-def lm_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    logits = model(inputs)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 def _train(model, optimizer, inputs, targets, steps, wrapper=None, sync=None):
     losses = []
     for _ in range(steps):
         optimizer.zero_grad()
-        loss = lm_loss(wrapper or model, inputs, targets)
+        loss = lm_loss(wrapper or model, (inputs, targets))
         loss.backward()
         if sync is not None:
             sync()
@@ -228,7 +225,7 @@ def data_parallel_worker(rank: int, world_size: int, port: int, spec: dict[str, 
         # torch._dynamo (seconds), and the first backward warms the allocator and kernels.
         warmup = copy.deepcopy(model)
         torch.optim.AdamW(warmup.parameters())
-        lm_loss(warmup, x, y).backward()
+        lm_loss(warmup, (x, y)).backward()
 
         # 1. Our DataParallel. Non-zero ranks start from different weights: the broadcast must fix them.
         ours = copy.deepcopy(model)

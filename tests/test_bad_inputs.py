@@ -1,4 +1,4 @@
-"""Issue #16, findings 5, 8 and 10: files and settings from outside are checked, never trusted.
+"""Issue #16, findings 5, 8, 9 and 10: files and settings from outside are checked, never trusted.
 
 Each test reproduces one finding (what used to load, run or fail late) and checks that it is now refused
 early with a message that names the offending value or file.
@@ -27,7 +27,7 @@ from minillm.checkpoint import (
 )
 from minillm.model import GPT, GPTConfig, sample_next_token
 from minillm.paths import data_path
-from minillm.pipeline.presets import PRESETS, get_preset
+from minillm.pipeline.presets import RunSize, SFTSize, get_run_size
 from minillm.tokenizer import GPT4_PATTERN, BPETokenizer, pretokenize, to_tokenizers
 from minillm.tokenizer.pretokenize import PATTERN_PROBE
 from minillm.train.cli import main as train_main
@@ -171,6 +171,71 @@ def test_8_committed_model_folders_verify_without_warnings(name):
             load_pretrained(folder)
 
 
+# ------------------------------------------------------------ 9: quadratic encode on long unspaced text
+class _CountingRanks(dict):
+    """A merge table that counts how often a pair is looked up: encoding work, measured without a clock."""
+
+    lookups = 0
+
+    def get(self, key, default=None):
+        self.lookups += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.lookups += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+def _rescan_encode(ids: list[int], ranks: dict) -> list[int]:
+    """How encode used to work (notebook 01's loop): find the lowest-ranked pair by a full scan, merge it, repeat."""
+    from minillm.tokenizer.merges import merge_pair
+
+    while True:
+        candidates = [pair for pair in zip(ids, ids[1:], strict=False) if pair in ranks]
+        if not candidates:
+            return ids
+        pair = min(candidates, key=lambda p: ranks[p][0])
+        ids = merge_pair(ids, pair, ranks[pair][1])
+
+
+@pytest.fixture(scope="module")
+def letters_tokenizer() -> BPETokenizer:
+    import random
+
+    words = ("".join(random.Random(i).choices("abcdef", k=7)) for i in range(400))
+    return BPETokenizer.train(" ".join(words), 400)
+
+
+def _unspaced(letters: int) -> str:
+    import random
+
+    return "".join(random.Random(letters).choices("abcdef", k=letters))
+
+
+def test_9_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
+    """The finding, reproduced: rescanning per merge costs ≈ n × merges lookups (200 000 letters: 11.9 s)."""
+    ranks = _CountingRanks(letters_tokenizer._ranks)
+    ids = _rescan_encode(list(_unspaced(2_000).encode()), ranks)
+    assert letters_tokenizer.decode(ids) == _unspaced(2_000)
+    assert ranks.lookups > 50 * 2_000  # far above any linear bound
+
+
+@pytest.mark.parametrize("letters", [2_000, 16_000, 128_000])
+def test_9_encode_work_on_unspaced_text_is_linear_in_its_length(letters_tokenizer, letters, monkeypatch):
+    """The heap-based encode looks each new pair up a bounded number of times: n - 1 initial pairs, one check
+    per popped candidate and two new pairs per merge, with fewer than n merges and pops — so ≤ 8n lookups."""
+    text = _unspaced(letters)
+    ranks = _CountingRanks(letters_tokenizer._ranks)
+    monkeypatch.setattr(letters_tokenizer, "_ranks", ranks)
+    ids = letters_tokenizer.encode(text)
+    assert letters_tokenizer.decode(ids) == text and len(ids) < letters / 2  # it did merge, a lot
+    assert 0 < ranks.lookups <= 8 * letters, (ranks.lookups, letters)
+
+
 # ---------------------------------------------------------- 10: unclear or late errors (library side)
 def test_10_tokenizer_and_model_vocabularies_must_match(tmp_path, tokenizer):
     # a folder whose tokenizer.json came from another run (checksums re-recorded, so only the sizes differ)
@@ -212,10 +277,12 @@ def test_10_sampling_temperature_is_checked_before_torch(temperature):
 
 def test_10_unknown_pipeline_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown pipeline preset 'bogus'; choose one of \['course', .*'tiny'\]"):
-        get_preset("bogus")
-    with pytest.raises(KeyError, match="choose one of"):
-        PRESETS["bogus"]
-    assert get_preset("tiny") is PRESETS["tiny"]
+        get_run_size("bogus")
+    assert get_run_size("tiny") is get_run_size("tiny")  # built once
+    with pytest.raises(ValueError, match=r"a run size does not set \['out_dir'\]: the run itself chooses them"):
+        RunSize(pretrain={"out_dir": "x"}, sft=SFTSize(steps=1, lr=1e-3), align=get_run_size("tiny").align)
+    with pytest.raises(ConfigError, match="n_head=3 does not divide d_model=32"):
+        RunSize(pretrain={"n_head": 3, "d_model": 32}, sft=SFTSize(steps=1, lr=1e-3), align=get_run_size("tiny").align)
 
 
 # ------------------------------------------------------------ 10: run settings, checked when built

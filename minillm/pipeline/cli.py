@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from minillm.pipeline.presets import PRESETS
+from minillm.pipeline.presets import RUN_SIZES
 from minillm.pipeline.runner import PipelineError, run_pipeline
 from minillm.run_folder import RunFolderError
 
@@ -16,7 +16,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the whole pipeline: tokenizer → pretraining → SFT → DPO/PPO → evaluation → report.",
     )
     parser.add_argument(
-        "--preset", choices=sorted(PRESETS), default="course", help="sizes of the run (default: course)"
+        "--preset",
+        choices=sorted(RUN_SIZES),
+        default="course",
+        help="the run size: how long each phase trains (default: course, i.e. configs/course.json then SFT and DPO)",
     )
     parser.add_argument(
         "--run-dir",

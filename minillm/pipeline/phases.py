@@ -21,11 +21,11 @@ from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
-from minillm.chat import END, encode_chat, encode_response, generate_responses, special_token_id
+from minillm.chat import END, encode_chat, encode_preference_pairs, generate_responses, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.model import GPT
-from minillm.pipeline.presets import PipelinePreset
+from minillm.pipeline.presets import RunSize
 from minillm.seed import seed_everything
 from minillm.sft import train_sft
 from minillm.tasks import eval_prompts, gold_score
@@ -41,7 +41,7 @@ class Run:
     """Where a run writes, what it reads, and how big it is."""
 
     folder: Path
-    preset: PipelinePreset
+    preset: RunSize
     train_file: Path
     val_file: Path
     sft_file: Path
@@ -55,28 +55,12 @@ class Run:
         return self.folder / phase
 
     def train_config(self) -> TrainConfig:
-        p = self.preset
-        return TrainConfig(
+        """The pretraining config: the run size's settings with this run's files, seed and progress bars."""
+        return self.preset.train_config(
             train_file=str(self.train_file),
             val_file=str(self.val_file),
             out_dir=str(self.phase_dir("pretrain") / "model"),
             work_dir=str(self.phase_dir("pretrain") / "work"),
-            vocab_size=p.vocab_size,
-            tokenizer_train_chars=p.tokenizer_train_chars,
-            preset=p.preset,
-            n_layer=p.n_layer,
-            n_head=p.n_head,
-            d_model=p.d_model,
-            context_length=p.context_length,
-            batch_size=p.batch_size,
-            max_steps=p.max_steps,
-            lr=p.lr,
-            min_lr=p.lr / 10,
-            warmup_steps=p.warmup_steps,
-            schedule=p.schedule,
-            decay_steps=p.decay_steps,
-            eval_interval=p.eval_interval,
-            checkpoint_interval=p.checkpoint_interval,
             seed=self.seed,
             progress=self.progress,
         )
@@ -167,24 +151,20 @@ def pretrain_phase(run: Run) -> dict:
     return metrics
 
 
-def _fits(ids: list[int], context: int) -> bool:
-    return len(ids) <= context
-
-
 def sft_phase(run: Run) -> dict:
     seed_everything(run.seed)
     tokenizer, model = _tokenizer(run), _load_model(run, "pretrain")
     context = model.config.context_length
     rows = load_jsonl(run.sft_file, required=("messages",))
-    examples = [e for e in (encode_chat(r["messages"], tokenizer) for r in rows) if _fits(e.ids, context + 1)]
+    examples = [e for e in (encode_chat(r["messages"], tokenizer) for r in rows) if len(e.ids) <= context + 1]
     p = run.preset
     history = train_sft(
         model,
         examples,
         pad_id=special_token_id(tokenizer, END),
-        steps=p.sft_steps,
-        lr=p.sft_lr,
-        batch_size=p.sft_batch_size,
+        steps=p.sft.steps,
+        lr=p.sft.lr,
+        batch_size=p.sft.batch_size,
         generator=torch.Generator().manual_seed(run.seed),
         progress=run.progress,
     )
@@ -198,23 +178,14 @@ def sft_phase(run: Run) -> dict:
     }
 
 
-def _preference_pairs(run: Run, tokenizer: BPETokenizer, context: int) -> list:
-    pairs = []
-    for row in load_jsonl(run.prefs_file, required=("prompt", "chosen", "rejected")):
-        chosen = encode_response(row["prompt"], row["chosen"], tokenizer)
-        rejected = encode_response(row["prompt"], row["rejected"], tokenizer)
-        if _fits(chosen.ids, context) and _fits(rejected.ids, context):
-            pairs.append((chosen, rejected))
-    return pairs
-
-
 def align_phase(run: Run) -> dict:
     seed_everything(run.seed)
     tokenizer, policy = _tokenizer(run), _load_model(run, "sft")
     reference = copy.deepcopy(policy).eval()
     pad_id, p = special_token_id(tokenizer, END), run.preset
-    pairs = _preference_pairs(run, tokenizer, policy.config.context_length)
-    held_out, train_pairs = pairs[:128], pairs[128:]
+    rows = load_jsonl(run.prefs_file, required=("prompt", "chosen", "rejected"))
+    pairs, _ = encode_preference_pairs(rows, tokenizer, policy.config.context_length)
+    held_out, train_pairs = pairs[: p.align.held_out_pairs], pairs[p.align.held_out_pairs :]
     generator = torch.Generator().manual_seed(run.seed)
     metrics: dict = {"algorithm": run.algorithm, "pairs": len(train_pairs)}
     if run.algorithm == "dpo":
@@ -223,14 +194,14 @@ def align_phase(run: Run) -> dict:
             reference,
             train_pairs,
             pad_id,
-            steps=p.dpo_steps,
-            lr=p.dpo_lr,
-            beta=p.dpo_beta,
-            batch_size=8,
+            steps=p.align.dpo_steps,
+            lr=p.align.dpo_lr,
+            beta=p.align.dpo_beta,
+            batch_size=p.align.batch_size,
             generator=generator,
             progress=run.progress,
         )
-        held = dpo_metrics(policy, reference, held_out, pad_id, beta=p.dpo_beta)
+        held = dpo_metrics(policy, reference, held_out, pad_id, beta=p.align.dpo_beta)
         metrics.update(
             {
                 "first_loss": round(history.loss[0], 4),
@@ -248,9 +219,9 @@ def align_phase(run: Run) -> dict:
             reward_model,
             train_pairs,
             pad_id,
-            steps=p.reward_model_steps,
-            lr=1e-4,
-            batch_size=8,
+            steps=p.align.reward_model_steps,
+            lr=p.align.reward_model_lr,
+            batch_size=p.align.batch_size,
             generator=generator,
             progress=run.progress,
         )
@@ -258,7 +229,11 @@ def align_phase(run: Run) -> dict:
         value_model = copy.deepcopy(reward_model)
         prompts = eval_prompts(256, seed=run.seed + 1)
         config = RLHFConfig(
-            advantage="gae", steps=p.ppo_steps, lr=p.ppo_lr, beta=p.ppo_beta, max_new_tokens=p.max_new_tokens
+            advantage="gae",
+            steps=p.align.ppo_steps,
+            lr=p.align.ppo_lr,
+            beta=p.align.ppo_beta,
+            max_new_tokens=p.eval.max_new_tokens,
         )
         reward_fn = lambda rollout: reward_model(rollout.ids, rollout.mask)  # noqa: E731  (called under no_grad)
         history = train_rlhf(
@@ -305,14 +280,14 @@ def kl_to_reference(
 def eval_phase(run: Run) -> dict:
     seed_everything(run.seed)
     tokenizer, p = _tokenizer(run), run.preset
-    prompts = eval_prompts(p.eval_prompts, seed=10_000 + run.seed)
+    prompts = eval_prompts(p.eval.prompts, seed=10_000 + run.seed)
     reference = _load_model(run, "sft")
     results: dict = {"prompts": prompts[:3]}
     for phase in ("pretrain", "sft", "align"):
         model = reference if phase == "sft" else _load_model(run, phase)
-        replies = generate_responses(model, tokenizer, prompts, max_new_tokens=p.max_new_tokens)
+        replies = generate_responses(model, tokenizer, prompts, max_new_tokens=p.eval.max_new_tokens)
         scores = [gold_score(q, r) for q, r in zip(prompts, replies, strict=True)]
-        kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.max_new_tokens, run.seed)
+        kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.eval.max_new_tokens, run.seed)
         results[phase] = {
             "gold": round(sum(scores) / len(scores), 4),
             "kl_to_sft": round(kl, 3),

@@ -29,7 +29,7 @@ from minillm.pipeline.phases import (
     sft_phase,
     tokenizer_phase,
 )
-from minillm.pipeline.presets import PRESETS
+from minillm.pipeline.presets import RUN_SIZES, get_run_size
 from minillm.pipeline.report import write_report
 from minillm.run_folder import check_record, input_file, locked, remove_outputs, write_record
 
@@ -106,8 +106,12 @@ def run_pipeline(
             check_device_name(device)
         except ValueError as error:
             raise PipelineError(f"--device: {error}") from error
-    if preset not in PRESETS:
-        raise PipelineError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(PRESETS))}")
+    if preset not in RUN_SIZES:
+        raise PipelineError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(RUN_SIZES))}")
+    try:
+        size = get_run_size(preset)
+    except (FileNotFoundError, ValueError) as error:
+        raise PipelineError(f"--preset {preset}: {error}") from error
     own = None
     if text is not None:
         text = Path(text)
@@ -132,7 +136,7 @@ def run_pipeline(
         ) from error
     settings = {
         "preset": preset,
-        "preset_settings": PRESETS[preset].to_dict(),
+        "preset_settings": size.to_dict(),
         "algorithm": algorithm,
         "seed": seed,
         "device": str(chosen),
@@ -161,7 +165,7 @@ def run_pipeline(
             train_file, val_file = source, data_dir() / "stories_val.txt"
         run = Run(
             folder=folder,
-            preset=PRESETS[preset],
+            preset=size,
             train_file=train_file,
             val_file=val_file,
             sft_file=sft_file,
