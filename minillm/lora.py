@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.layers import Linear
+from minillm.model import GPTConfig
 
 __all__ = [
     "LoRALinear",
@@ -91,7 +92,8 @@ class LoRALinear(nn.Module):
         for p in base.parameters():
             p.requires_grad_(False)
         w = base.weight
-        a = torch.randn(rank, in_features, generator=generator, dtype=torch.float64) / math.sqrt(in_features)
+        # drawn on the CPU in float32 whatever the layer's device and dtype, so a seed gives the same A everywhere
+        a = torch.randn(rank, in_features, generator=generator) / math.sqrt(in_features)
         self.lora_A = nn.Parameter(a.to(device=w.device, dtype=w.dtype))
         self.lora_B = nn.Parameter(torch.zeros(out_features, rank, device=w.device, dtype=w.dtype))
 
@@ -171,13 +173,19 @@ def apply_lora(
     present = [name for name in _MATRICES if layer_at(blocks[0], name) is not None]
     mlp = getattr(getattr(model, "config", None), "mlp", "of another kind")
     names = _matrices(resolved, present, mlp)
+    plan = [(block, name, layer_at(block, name)) for block in blocks for name in names]
+    for _, name, layer in plan:  # refuse before changing anything
+        if layer is None:
+            raise ValueError(
+                f"a block of this model has no {name} layer; apply_lora needs the same layers in every block"
+            )
+        if rank > min(layer.weight.shape):
+            raise ValueError(f"rank {rank} is larger than {name} allows (min(in, out) = {min(layer.weight.shape)})")
     for p in model.parameters():
         p.requires_grad_(False)
-    for block in blocks:
-        for name in names:
-            parent_name, child_name = name.split(".")
-            wrapped = LoRALinear(layer_at(block, name), rank, alpha, generator)
-            setattr(getattr(block, parent_name), child_name, wrapped)
+    for block, name, layer in plan:
+        parent_name, child_name = name.split(".")
+        setattr(getattr(block, parent_name), child_name, LoRALinear(layer, rank, alpha, generator))
     return model
 
 
@@ -188,10 +196,11 @@ def lora_layers(model: nn.Module) -> dict[str, LoRALinear]:
 
 @torch.no_grad()
 def merge_lora(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` with each adapter folded into its weight (``W + (α/r)·B·A``), trainable again.
+    """A copy of ``model`` with each adapter folded into its weight (``W + (α/r)·B·A``), all of it trainable.
 
-    The copy has the original architecture and parameter names (it saves and loads like the base model)
-    and computes the same function as the adapted model, up to float rounding; ``model`` is not changed.
+    Why a copy: the adapted model stays as it was, to compare with or to train further. The copy has the
+    original architecture and parameter names (it saves and loads like the base model) and computes the same
+    function as the adapted model, up to float rounding.
     """
     merged = copy.deepcopy(model)
     layers = lora_layers(merged)
@@ -217,7 +226,7 @@ def count_trainable(model: nn.Module) -> int:
     return total
 
 
-def lora_parameter_count(config, rank: int, targets: Sequence[str] = ("attn", "mlp")) -> int:
+def lora_parameter_count(config: GPTConfig, rank: int, targets: Sequence[str] = ("attn", "mlp")) -> int:
     """Closed form of the adapters' size for a :class:`minillm.model.GPTConfig`: Σ r·(in + out) per matrix.
 
     Per block: qkv d→3d, proj d→d; GELU MLP fc d→f, proj f→d; SwiGLU gate and up d→f, down f→d.

@@ -1,11 +1,11 @@
-"""PPO clipped surrogate, clipped value loss and the KL-penalised per-token reward, against hand values."""
+"""PPO's clipped losses, the KL-penalised per-token reward and the GRPO loss, against hand values."""
 
 import math
 
 import pytest
 import torch
 
-from minillm.alignment import ppo
+from minillm.alignment import ppo, rlhf
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,62 @@ def test_kl_penalised_rewards_and_last_index_reject_bad_input():
     with pytest.raises(ValueError, match="no true element"):
         ppo.last_true_index(torch.tensor([[1, 0], [0, 0]]))
     assert ppo.last_true_index(torch.tensor([[1, 1, 0], [0, 0, 1]])).tolist() == [1, 2]
+
+
+def _grpo_loss_by_definition(logp, old_logp, ref_logp, scores, mask, group_size, beta, clip_eps):
+    """GRPO written token by token from DeepSeekMath Eq. 3–4 (float64, plain Python loops)."""
+    n, length = mask.shape
+    advantage = []
+    for start in range(0, n, group_size):
+        group = [scores[i].item() for i in range(start, start + group_size)]
+        mean = sum(group) / group_size
+        std = math.sqrt(sum((g - mean) ** 2 for g in group) / (group_size - 1))  # unbiased, as TRL
+        advantage += [(g - mean) / (std + 1e-4) for g in group]
+    terms = []
+    for i in range(n):
+        for t in range(length):
+            if mask[i, t]:
+                ratio = torch.exp(logp[i, t] - old_logp[i, t])
+                clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)
+                surrogate = torch.minimum(ratio * advantage[i], clipped * advantage[i])
+                log_r = ref_logp[i, t] - logp[i, t]
+                terms.append(-surrogate + beta * (torch.exp(log_r) - 1 - log_r))
+    return torch.stack(terms).mean()
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.05])
+def test_grpo_loss_matches_the_formula_in_value_and_gradient(beta):
+    g = torch.Generator().manual_seed(0)
+    n, length, group_size = 6, 5, 3
+    old_logp = -torch.rand(n, length, generator=g, dtype=torch.float64) * 3
+    logp0 = old_logp + 0.4 * torch.randn(n, length, generator=g, dtype=torch.float64)  # some ratios leave [0.8, 1.2]
+    ref_logp = old_logp + 0.3 * torch.randn(n, length, generator=g, dtype=torch.float64)
+    scores = torch.rand(n, generator=g, dtype=torch.float64)
+    mask = torch.ones(n, length, dtype=torch.long)
+    mask[1, 3:] = 0  # right padding
+    mask[4, 1:] = 0
+    mask[[0, 3], 0] = 0  # a prompt position
+    logp = logp0.clone().requires_grad_(True)
+    loss, stats = rlhf.grpo_loss(logp, old_logp, ref_logp, scores, mask, group_size, beta, clip_eps=0.2)
+    loss.backward()
+    logp_def = logp0.clone().requires_grad_(True)
+    want = _grpo_loss_by_definition(logp_def, old_logp, ref_logp, scores, mask, group_size, beta, 0.2)
+    want.backward()
+    assert loss.item() == pytest.approx(want.item(), abs=1e-12)
+    torch.testing.assert_close(logp.grad, logp_def.grad, rtol=0, atol=1e-12)
+    assert torch.all(logp.grad[mask == 0] == 0)  # padding and prompt tokens get no gradient
+    assert 0 < stats["clip_fraction"] < 1
+
+
+def test_grpo_loss_of_an_all_equal_group_is_only_the_kl_term():
+    """Equal rewards give zero advantage (no NaN): with β the loss is the mean k3, and 0 at the reference."""
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]], requires_grad=True)
+    ref_logp = torch.tensor([[-1.2, -2.0], [-0.5, -1.0]])
+    mask = torch.ones(2, 2)
+    loss, _ = rlhf.grpo_loss(logp, logp.detach(), ref_logp, torch.tensor([0.7, 0.7]), mask, 2, beta=0.1)
+    log_r = ref_logp - logp.detach()
+    assert loss.item() == pytest.approx(0.1 * (torch.exp(log_r) - 1 - log_r).mean().item(), abs=1e-7)
+    loss_at_ref, _ = rlhf.grpo_loss(ref_logp, ref_logp, ref_logp, torch.tensor([0.7, 0.7]), mask, 2, beta=0.1)
+    assert loss_at_ref.item() == 0.0
+    with pytest.raises(ValueError, match="beta"):
+        rlhf.grpo_loss(logp, logp, ref_logp, torch.tensor([0.0, 1.0]), mask, 2, beta=-0.1)

@@ -13,7 +13,7 @@ One step of the loop:
      (:func:`~minillm.alignment.ppo.kl_penalised_rewards`), a value model V(s_t), GAE.
    - ``"grpo"`` — DeepSeekMath: the group of responses to one prompt is the baseline,
      ``Â = (r − mean)/(std + ε)`` on every token; no value model; the KL to the reference enters the
-     loss as ``β·k3`` averaged over tokens, not the reward.
+     loss as ``β·k3`` averaged over tokens, not the reward (:func:`grpo_loss`).
 4. **Update** the policy a few epochs on the same samples with the clipped surrogate (every response
    token in the batch weighs the same).
 
@@ -37,7 +37,7 @@ from minillm.alignment.ppo import clipped_policy_loss, clipped_value_loss, kl_pe
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.chat import END, encode_prompt, right_pad, special_token_id
 
-__all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "sample_rollouts", "train_rlhf"]
+__all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "grpo_loss", "sample_rollouts", "train_rlhf"]
 
 
 @dataclass
@@ -97,6 +97,35 @@ class RLHFHistory:
     ended: list[float] = field(default_factory=list)  # share of responses that closed with <|end|>
     clip_fraction: list[float] = field(default_factory=list)
     samples: list[tuple[str, str]] = field(default_factory=list)  # one (prompt, response) per step
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    group_size: int,
+    beta: float,
+    clip_eps: float = 0.2,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The GRPO loss of one batch of sampled groups, as :func:`train_rlhf` minimises it.
+
+    ``logp``, ``old_logp``, ``ref_logp`` and ``mask`` are ``[N, L]`` (log-probs of the sampled tokens under
+    the policy being updated, the policy that sampled them and the frozen reference; the response mask
+    aligned with them); ``scores`` is ``[N]``, ``group_size`` consecutive rows per prompt. The loss is the
+    clipped surrogate with the group-normalised advantage on every token of a response, plus
+    ``β·k3`` averaged over the same tokens (DeepSeekMath Eq. 3 and 4, with every response token in the
+    batch weighing the same rather than a mean per response first). Written out once here so the
+    notebook can check a hand-written GRPO step against the one the precomputed runs took.
+    """
+    if beta < 0:
+        raise ValueError(f"beta must be non-negative, got {beta}")
+    advantages = grpo_advantages(scores.detach(), group_size)[:, None] * mask
+    loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps)
+    if beta > 0:
+        loss = loss + beta * masked_mean(kl_k3(logp, ref_logp.detach()), mask)
+    return loss, stats
 
 
 @torch.no_grad()
@@ -188,15 +217,16 @@ def train_rlhf(
                 rewards, _ = kl_penalised_rewards(scores, old_logp, ref_logp, m, config.beta, config.kl_estimator)
                 advantages, returns = gae(rewards, old_values, m, config.gamma, config.lam)
                 advantages = whiten(advantages, m)
-            else:
-                advantages = grpo_advantages(scores, config.group_size)[:, None] * m
         policy.train()
         stats = {}
         for _ in range(config.ppo_epochs):
             logp = token_logprobs(policy(ids), ids)
-            loss, stats = clipped_policy_loss(logp, old_logp, advantages, m, config.clip_eps)
-            if config.advantage == "grpo" and config.beta > 0:
-                loss = loss + config.beta * masked_mean(kl_k3(logp, ref_logp), m)
+            if config.advantage == "grpo":
+                loss, stats = grpo_loss(
+                    logp, old_logp, ref_logp, scores, m, config.group_size, config.beta, config.clip_eps
+                )
+            else:
+                loss, stats = clipped_policy_loss(logp, old_logp, advantages, m, config.clip_eps)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)

@@ -7,7 +7,8 @@
 - :mod:`~minillm.parallel.zero` — ZeRO stages 1–3 accounting and a sharded optimizer step
 - :mod:`~minillm.parallel.memory` — bytes of weights, gradients, optimizer states and activations
 - :mod:`~minillm.parallel.comm` — bytes and time of collectives and of each strategy
-- :mod:`~minillm.parallel.planner` — which layouts fit a given memory and device count
+- :mod:`~minillm.parallel.planner` — which layouts fit a given memory and device count, ranked by a
+  modelled step time (compute, exposed communication, pipeline bubble, recomputation)
 
 The same ideas on real processes live in :mod:`minillm.distributed`.
 """

@@ -177,6 +177,15 @@ def step_time(
     ``micro_batches`` is m, the micro-batches per step on each data-parallel rank (the pipeline's m).
     """
     hw = Hardware() if hardware is None else hardware
+    for value, name in (
+        (dp, "dp"),
+        (tp, "tp"),
+        (pp, "pp"),
+        (micro_batches, "micro_batches"),
+        (micro_batch, "micro_batch"),
+    ):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     if n_layer % pp or hidden % tp:
         raise ValueError(f"pp={pp} must divide n_layer={n_layer} and tp={tp} must divide hidden={hidden}")
     devices = dp * tp * pp
