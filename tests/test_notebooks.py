@@ -68,6 +68,27 @@ def test_exercises_have_solutions_that_check_themselves(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_solution_follows_an_empty_your_turn_cell_and_starts_hidden(path: Path) -> None:
+    """A learner can attempt each exercise: an empty "your turn" cell comes first, and the solution is hidden until
+    opened or run — in Colab by a ``#@title`` form (``cellView: form``), in JupyterLab by ``source_hidden`` and
+    ``outputs_hidden`` (its committed output would give the answer away)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for i, cell in enumerate(cells):
+        if "solution" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        source = "".join(cell["source"])
+        previous = "".join(cells[i - 1]["source"]) if i else ""
+        where = f"{path.name}, cell {i}"
+        assert cells[i - 1]["cell_type"] == "code" and previous.lstrip().startswith("# your turn"), where
+        assert all(line.startswith("#") or line.strip() in ("", "pass") for line in previous.splitlines()), where
+        assert source.startswith("#@title"), where
+        meta = cell["metadata"]
+        assert meta.get("cellView") == "form", where
+        assert meta.get("jupyter", {}).get("source_hidden") is True, where
+        assert meta.get("jupyter", {}).get("outputs_hidden") is True, where
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_ends_by_printing_its_cell_time(path: Path) -> None:
     """The course's time budget is visible in every notebook: its last cell prints the cells' total run time."""
     last = _code_cells(path)[-1]
