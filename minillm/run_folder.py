@@ -104,7 +104,7 @@ def read_record(path: str | os.PathLike) -> dict[str, Any] | None:
     return record
 
 
-def write_record(path: str | os.PathLike, record: dict[str, Any]) -> None:
+def write_record(path: str | os.PathLike, record: dict[str, Any] | list, indent: int = 2) -> None:
     """Write ``record`` as JSON atomically: a uniquely named temporary file renamed over ``path``.
 
     Why unique: two processes (or a crashed earlier one) must never share a temporary file; why a rename:
@@ -113,7 +113,7 @@ def write_record(path: str | os.PathLike, record: dict[str, Any]) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(record, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

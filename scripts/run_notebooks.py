@@ -31,6 +31,21 @@ def select(prefixes: list[str]) -> list[Path]:
     return paths
 
 
+def hide_solution_outputs(notebook) -> None:
+    """Save exercise solutions without their outputs, so the answer shows only once the learner runs the cell.
+
+    JupyterLab also honours ``outputs_hidden``, but Colab shows committed outputs of a form cell. The cells are
+    tagged ``nbval-ignore-output``: nbval still runs them (their asserts check the answer), it just has no
+    committed output to compare.
+    """
+    for cell in notebook["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and "solution" in tags:
+            cell["outputs"] = []
+            if "nbval-ignore-output" not in tags:
+                tags.append("nbval-ignore-output")
+
+
 def execute(path: Path, timeout_s: int = 900) -> float:
     """Run one notebook in place; return its wall time in seconds."""
     import nbformat
@@ -42,6 +57,7 @@ def execute(path: Path, timeout_s: int = 900) -> float:
     )
     start = time.perf_counter()
     client.execute()
+    hide_solution_outputs(notebook)
     nbformat.write(notebook, path)
     return time.perf_counter() - start
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenizer_corpus import rescan_encode
 
 from minillm.alignment.reward_model import load_reward_model
 from minillm.checkpoint import (
@@ -190,18 +191,6 @@ class _CountingRanks(dict):
         return super().__contains__(key)
 
 
-def _rescan_encode(ids: list[int], ranks: dict) -> list[int]:
-    """How encode used to work (notebook 01's loop): find the lowest-ranked pair by a full scan, merge it, repeat."""
-    from minillm.tokenizer.merges import merge_pair
-
-    while True:
-        candidates = [pair for pair in zip(ids, ids[1:], strict=False) if pair in ranks]
-        if not candidates:
-            return ids
-        pair = min(candidates, key=lambda p: ranks[p][0])
-        ids = merge_pair(ids, pair, ranks[pair][1])
-
-
 @pytest.fixture(scope="module")
 def letters_tokenizer() -> BPETokenizer:
     import random
@@ -219,7 +208,7 @@ def _unspaced(letters: int) -> str:
 def test_9_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
     """The finding, reproduced: rescanning per merge costs ≈ n × merges lookups (200 000 letters: 11.9 s)."""
     ranks = _CountingRanks(letters_tokenizer._ranks)
-    ids = _rescan_encode(list(_unspaced(2_000).encode()), ranks)
+    ids = rescan_encode(list(_unspaced(2_000).encode()), ranks)
     assert letters_tokenizer.decode(ids) == _unspaced(2_000)
     assert ranks.lookups > 50 * 2_000  # far above any linear bound
 

@@ -71,7 +71,7 @@ def test_exercises_have_solutions_that_check_themselves(path: Path) -> None:
 def test_every_solution_follows_an_empty_your_turn_cell_and_starts_hidden(path: Path) -> None:
     """A learner can attempt each exercise: an empty "your turn" cell comes first, and the solution is hidden until
     opened or run — in Colab by a ``#@title`` form (``cellView: form``), in JupyterLab by ``source_hidden`` and
-    ``outputs_hidden`` (its committed output would give the answer away)."""
+    ``outputs_hidden``; and no output is committed, which would give the answer away (``run_notebooks.py``)."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for i, cell in enumerate(cells):
         if "solution" not in cell.get("metadata", {}).get("tags", []):
@@ -86,6 +86,8 @@ def test_every_solution_follows_an_empty_your_turn_cell_and_starts_hidden(path: 
         assert meta.get("cellView") == "form", where
         assert meta.get("jupyter", {}).get("source_hidden") is True, where
         assert meta.get("jupyter", {}).get("outputs_hidden") is True, where
+        # Colab shows a form cell's committed output: commit none (nbval still runs the cell and its asserts)
+        assert cell["outputs"] == [] and "nbval-ignore-output" in meta["tags"], where
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

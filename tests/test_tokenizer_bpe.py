@@ -9,6 +9,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizer_corpus import rescan_encode
 
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer, train_bpe_naive
 from minillm.tokenizer.bpe_train import descending_key
@@ -132,16 +133,6 @@ def test_encode_applies_merges_by_rank() -> None:
     assert tok.encode("abc") == [97, 256]
     assert tok.encode("abab") == [257, 257]
     assert tok.encode("bcab") == [256, 257]
-
-
-def rescan_encode(ids: list[int], ranks: dict) -> list[int]:
-    """The definition of encoding (notebook 01's loop): merge the lowest-ranked pair everywhere, repeat."""
-    while True:
-        candidates = [pair for pair in zip(ids, ids[1:], strict=False) if pair in ranks]
-        if not candidates:
-            return ids
-        pair = min(candidates, key=lambda p: ranks[p][0])
-        ids = merge_pair(ids, pair, ranks[pair][1])
 
 
 def test_merge_pair_is_left_to_right_without_overlaps() -> None:

@@ -29,10 +29,8 @@ import dataclasses
 import fcntl
 import itertools
 import json
-import os
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,7 +45,7 @@ from minillm.data import load_jsonl, load_stories
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT
 from minillm.paths import data_dir
-from minillm.run_folder import RunFolderError
+from minillm.run_folder import RunFolderError, write_record
 from minillm.seed import seed_everything
 from minillm.tasks import CUE, eval_prompts, gold_score, gold_score_details, parse_prompt
 from minillm.tokenizer import BPETokenizer
@@ -159,16 +157,10 @@ class PosttrainRuns:
             )
 
     def write_json(self, name: str, payload: dict) -> None:
-        """Write atomically (unique temporary name, then rename), so a reader never sees half a file."""
+        """Write atomically (a reader never sees half a file), as the pipeline writes its records."""
         self.out.mkdir(parents=True, exist_ok=True)
-        path = self.out / name
-        tmp = path.with_name(f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        log(f"wrote {path}")
+        write_record(self.out / name, payload, indent=1)
+        log(f"wrote {self.out / name}")
 
     @contextmanager
     def _file_lock(self, name: str) -> Iterator[None]:

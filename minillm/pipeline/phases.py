@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.model import GPT
 from minillm.pipeline.presets import RunSize
+from minillm.run_folder import write_record
 from minillm.seed import seed_everything
 from minillm.sft import train_sft
 from minillm.tasks import eval_prompts, gold_score
@@ -74,20 +73,6 @@ def read_done(run: Run, phase: str) -> dict:
     return json.loads((run.phase_dir(phase) / "done.json").read_text(encoding="utf-8"))
 
 
-def _write_json(path: Path, data: dict | list) -> None:
-    """Write JSON atomically: a half-written done.json must never mark a phase complete.
-
-    The temporary file's name is unique (pid and a random part), so two writers never share it, and it is
-    deleted if the write fails.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def run_phase(run: Run, phase: str, body: Callable[[Run], dict]) -> dict:
     """Run ``body`` unless the phase is already complete; record its metrics and wall time in done.json."""
     if is_done(run, phase):
@@ -98,7 +83,7 @@ def run_phase(run: Run, phase: str, body: Callable[[Run], dict]) -> dict:
     started = time.perf_counter()
     metrics = body(run)
     metrics["seconds"] = round(time.perf_counter() - started, 1)
-    _write_json(run.phase_dir(phase) / "done.json", metrics)
+    write_record(run.phase_dir(phase) / "done.json", metrics)
     return metrics
 
 
@@ -169,7 +154,7 @@ def sft_phase(run: Run) -> dict:
         progress=run.progress,
     )
     save_pretrained(run.phase_dir("sft") / "model", model, tokenizer, {"sft": p.to_dict()})
-    _write_json(run.phase_dir("sft") / "history.json", {"loss": history.loss})
+    write_record(run.phase_dir("sft") / "history.json", {"loss": history.loss})
     return {
         "examples": len(examples),
         "dropped_too_long": len(rows) - len(examples),
@@ -209,7 +194,7 @@ def align_phase(run: Run) -> dict:
                 **{f"held_out_{k}": round(v, 4) for k, v in held.items()},
             }
         )
-        _write_json(
+        write_record(
             run.phase_dir("align") / "history.json",
             {"loss": history.loss, "accuracy": history.accuracy, "margin": history.margin},
         )
@@ -256,7 +241,7 @@ def align_phase(run: Run) -> dict:
                 "last_kl": round(history.kl[-1], 4),
             }
         )
-        _write_json(
+        write_record(
             run.phase_dir("align") / "history.json", {"reward": history.reward, "gold": history.gold, "kl": history.kl}
         )
     save_pretrained(run.phase_dir("align") / "model", policy, tokenizer, {"align": metrics})
