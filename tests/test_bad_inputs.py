@@ -356,6 +356,25 @@ def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flag
     assert not (tmp_path / "run").exists()
 
 
+def test_10_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
+    """Used to pass the up-front checks, train a tokenizer, then crash inside RandomWindows with a traceback."""
+    from minillm.pipeline.cli import main as pipeline_main
+
+    short = tmp_path / "short.txt"
+    short.write_text("Hello there, a short story.\n\nAnother short one here.\n\nAnd a third.\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"short.txt: 53 bytes of training text .*context_length \+ 1 = 257"):
+        pipeline_main(["--preset", "tiny", "--text", str(short), "--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+    # the train command line finds out after tokenising (tokens, not bytes, fill a window) and says so
+    train = tmp_path / "train.txt"
+    train.write_text(TEXT, encoding="utf-8")
+    argv = ["--train-file", str(train), "--val-file", "none", "--out-dir", str(tmp_path / "out"), "--vocab-size",
+            "300", "--n-layer", "1", "--d-model", "32", "--context-length", "1024", "--max-steps", "2",
+            "--warmup-steps", "1", "--no-progress", "--device", "cpu"]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"train.txt: [0-9,]+ tokens after tokenisation, fewer than one train window"):
+        train_main(argv)
+
+
 def test_a_config_file_valid_only_with_its_flags_is_accepted(tmp_path):
     """Flags are laid over the file before the whole is checked (max_steps 10 needs warmup below 10)."""
     from minillm.train.cli import build_parser, config_from_args

@@ -7,6 +7,7 @@ import argparse
 from minillm.pipeline.presets import RUN_SIZES
 from minillm.pipeline.runner import PipelineError, run_pipeline
 from minillm.run_folder import RunFolderError
+from minillm.train.config import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
             progress=not args.no_progress,
             overwrite=args.overwrite,
         )
-    except (PipelineError, RunFolderError) as error:
+    except (PipelineError, RunFolderError, ConfigError) as error:
         raise SystemExit(f"error: {error}") from error
 
 

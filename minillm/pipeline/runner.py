@@ -32,6 +32,7 @@ from minillm.pipeline.phases import (
 from minillm.pipeline.presets import RUN_SIZES, get_run_size
 from minillm.pipeline.report import write_report
 from minillm.run_folder import check_record, input_file, locked, remove_outputs, write_record
+from minillm.train.config import TrainConfig
 
 __all__ = ["OUTPUTS", "SETTINGS_FILE", "PipelineError", "run_pipeline", "split_own_text"]
 
@@ -119,6 +120,13 @@ def run_pipeline(
             raise PipelineError(f"--text {text}: file not found")
         own = split_own_text(text)
         source = text
+        context = size.pretrain.get("context_length", TrainConfig.context_length)
+        if len(own[0].encode("utf-8")) < context + 1:  # a byte-level BPE token holds at least one byte
+            raise PipelineError(
+                f"--text {text}: {len(own[0].encode('utf-8')):,} bytes of training text (95 % of the documents), "
+                f"fewer than one training window needs (context_length + 1 = {context + 1} tokens, each at least "
+                "one byte); use a longer text"
+            )
     else:
         source = data_dir() / "stories_train.txt"
     try:

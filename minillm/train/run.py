@@ -46,7 +46,7 @@ from minillm.run_folder import (
 )
 from minillm.seed import seed_everything
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, ENDOFTEXT, BPETokenizer
-from minillm.train.config import TrainConfig
+from minillm.train.config import ConfigError, TrainConfig
 from minillm.train.history import write_history
 from minillm.train.loop import DistContext, Trainer
 
@@ -270,6 +270,13 @@ def _train(
     ctx.barrier()
     tokenizer = BPETokenizer.load(tokenizer_path)
     train_tokens, val_tokens = prepare_tokens(config, tokenizer, work_dir, ctx)
+    needed = config.context_length + 1  # one window of inputs and its shifted targets
+    for name, path, tokens in (("train", config.train_file, train_tokens), ("val", config.val_file, val_tokens)):
+        if tokens is not None and len(tokens) < needed:
+            raise ConfigError(
+                f"{path}: {len(tokens):,} tokens after tokenisation, fewer than one {name} window needs "
+                f"(context_length + 1 = {needed}); use a longer text or a smaller --context-length"
+            )
 
     model = build_model(config, tokenizer.vocab_size)
     trainer = Trainer(model, config, train_tokens, val_tokens, device=device, dist_ctx=ctx)
