@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minillm.parallel.comm import data_parallel_bytes, pipeline_parallel_bytes, tensor_parallel_bytes
-from minillm.parallel.memory import activation_bytes_per_layer, bytes_per_param
+from minillm.parallel.memory import _check_positive_int, activation_bytes_per_layer, bytes_per_param
 from minillm.parallel.zero import zero_model_state_bytes
 
 RECOMPUTE = ("none", "selective", "full")
@@ -184,8 +184,7 @@ def step_time(
         (micro_batches, "micro_batches"),
         (micro_batch, "micro_batch"),
     ):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        _check_positive_int(value, name)
     if n_layer % pp or hidden % tp:
         raise ValueError(f"pp={pp} must divide n_layer={n_layer} and tp={tp} must divide hidden={hidden}")
     devices = dp * tp * pp
@@ -253,8 +252,7 @@ def plan(
         (micro_batch, "micro_batch"),
         (global_batch, "global_batch"),
     ):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        _check_positive_int(value, name)
     if device_memory_bytes <= 0:
         raise ValueError(f"device_memory_bytes must be positive, got {device_memory_bytes!r}")
     hw = Hardware() if hardware is None else hardware
