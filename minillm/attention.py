@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.embeddings import RotaryEmbedding
-from minillm.layers import Linear, check_float, softmax
+from minillm.layers import linear, softmax
 
 __all__ = [
     "ATTENTION_IMPLS",
@@ -66,8 +66,6 @@ def scaled_dot_product_attention(
     mask (aligned so the last query sees every key). With ``return_weights`` also returns the attention
     weights [..., Tq, Tk] (rows sum to 1), which is what attention maps plot.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_float(t, name)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share the head width, got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
@@ -148,8 +146,8 @@ class CausalSelfAttention(nn.Module):
         self.d_model, self.n_head, self.head_dim = d_model, n_head, d_model // n_head
         self.attn_impl = attn_impl
         self.dropout = dropout
-        self.qkv = Linear(d_model, 3 * d_model, bias=bias)
-        self.proj = Linear(d_model, d_model, bias=bias)
+        self.qkv = linear(d_model, 3 * d_model, bias=bias)
+        self.proj = linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
         self.rope = rope
 
@@ -170,7 +168,6 @@ class CausalSelfAttention(nn.Module):
 
         ``return_weights`` (manual path only) also returns the weights [B, n_head, T, T_keys].
         """
-        check_float(x, "x")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"expected x of shape [B, T, {self.d_model}], got {tuple(x.shape)}")
         B, T, _ = x.shape

@@ -1,4 +1,4 @@
-"""Token embeddings and the ways of telling a transformer where each token sits.
+"""Positions: how a transformer learns where each token sits (a token's own vector is a row of ``nn.Embedding``).
 
 Attention on its own treats its input as a *set*: permute the tokens and the outputs are permuted the
 same way. Order has to be injected. Two families:
@@ -21,10 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from minillm.layers import Embedding, check_float
-
 __all__ = [
-    "TokenEmbedding",
     "LearnedPositionalEmbedding",
     "SinusoidalPositionalEmbedding",
     "sinusoidal_positions",
@@ -36,13 +33,6 @@ __all__ = [
 
 #: Position schemes the model accepts.
 POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "none")
-
-
-class TokenEmbedding(Embedding):
-    """Token id → vector of width ``d_model``: row ``id`` of a [vocab_size, d_model] table."""
-
-    def __init__(self, vocab_size: int, d_model: int) -> None:
-        super().__init__(vocab_size, d_model)
 
 
 def _check_positions(start: int, length: int, context_length: int) -> None:
@@ -121,7 +111,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     ``x`` is [..., T, head_dim]; ``cos``/``sin`` are [T, head_dim] from :func:`rope_angles`. In pair
     form: (a, b) → (a·cosθ − b·sinθ, a·sinθ + b·cosθ).
     """
-    check_float(x, "x")
     if x.shape[-2:] != cos.shape:
         raise ValueError(f"RoPE angles of shape {tuple(cos.shape)} do not match x of shape {tuple(x.shape)}")
     half = x.shape[-1] // 2

@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.layers import Linear
 from minillm.model import GPTConfig
 
 __all__ = [
@@ -79,8 +78,8 @@ class LoRALinear(nn.Module):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(base, (Linear, nn.Linear)):
-            raise TypeError(f"LoRALinear wraps a Linear layer, got {type(base).__name__}")
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"LoRALinear wraps an nn.Linear layer, got {type(base).__name__}")
         self.scale = _check_rank_alpha(rank, alpha)
         out_features, in_features = base.weight.shape
         if rank > min(in_features, out_features):
@@ -168,7 +167,7 @@ def apply_lora(
     def layer_at(block: nn.Module, name: str) -> nn.Module | None:
         parent_name, child_name = name.split(".")
         layer = getattr(getattr(block, parent_name, None), child_name, None)
-        return layer if isinstance(layer, (Linear, nn.Linear)) else None
+        return layer if isinstance(layer, nn.Linear) else None
 
     present = [name for name in _MATRICES if layer_at(blocks[0], name) is not None]
     mlp = getattr(getattr(model, "config", None), "mlp", "of another kind")

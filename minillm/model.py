@@ -29,9 +29,8 @@ from minillm.embeddings import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEmbedding,
-    TokenEmbedding,
 )
-from minillm.layers import GeluMLP, Linear, SwiGLU, make_norm
+from minillm.layers import GeluMLP, SwiGLU, embedding, linear, make_norm
 
 __all__ = ["GPTConfig", "GPT", "Block", "KVCache", "count_parameters", "PRESETS", "sample_next_token"]
 
@@ -222,7 +221,7 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
         self.config = c = config
-        self.tok_emb = TokenEmbedding(c.vocab_size, c.d_model)
+        self.tok_emb = embedding(c.vocab_size, c.d_model)
         if c.pos == "learned":
             self.pos_emb: nn.Module | None = LearnedPositionalEmbedding(c.context_length, c.d_model)
         elif c.pos == "sinusoidal":
@@ -232,7 +231,7 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
         self.norm_f = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
-        self.lm_head = Linear(c.d_model, c.vocab_size, bias=False)
+        self.lm_head = linear(c.d_model, c.vocab_size, bias=False)
         self.reset_parameters()
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
@@ -271,6 +270,13 @@ class GPT(nn.Module):
         if check_length and start + T > limit:
             where = f" after {start} cached positions" if start else ""
             raise ValueError(f"sequence of length {T}{where} exceeds the context length {limit}")
+
+    def _check_vocab(self, idx: torch.Tensor) -> None:
+        """Ids outside the vocabulary, named (at generate's entry: the forward pass does not sync to check)."""
+        vocab = self.config.vocab_size
+        bad = idx[(idx < 0) | (idx >= vocab)]
+        if bad.numel():
+            raise ValueError(f"token id {bad[0].item()} is outside the vocabulary [0, {vocab})")
 
     def _embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         self._check_ids(idx, start)
@@ -333,6 +339,7 @@ class GPT(nn.Module):
             raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
         limit = self.config.context_length
         self._check_ids(idx, 0, check_length=False)
+        self._check_vocab(idx)
         if not crop and idx.shape[1] > limit:
             raise ValueError(
                 f"prompt of {idx.shape[1]} tokens is longer than the context length {limit}; "

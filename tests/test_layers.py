@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from minillm import layers
-from minillm.layers import GELU, Embedding, GeluMLP, LayerNorm, Linear, RMSNorm, SwiGLU
+from minillm.layers import GeluMLP, RMSNorm, SwiGLU
 
 DTYPE_TOL = {torch.float32: 1e-6, torch.float64: 1e-12}
 
@@ -72,8 +72,6 @@ def test_gelu_exact_and_tanh(dtype):
     torch.testing.assert_close(layers.gelu(x), F.gelu(x), atol=tol, rtol=0)
     torch.testing.assert_close(layers.gelu(x, "tanh"), F.gelu(x, approximate="tanh"), atol=tol, rtol=0)
     torch.testing.assert_close(layers.gelu(x).double(), erf_gelu_float64(x), atol=tol, rtol=0)
-    torch.testing.assert_close(GELU()(x), layers.gelu(x), atol=tol, rtol=0)
-    torch.testing.assert_close(GELU("tanh")(x), layers.gelu(x, "tanh"), atol=tol, rtol=0)
     # The tanh formula is an approximation: close to exact, but not equal.
     gap = (layers.gelu(x.double(), "tanh") - erf_gelu_float64(x)).abs().max().item()
     assert 1e-5 < gap < 1e-3
@@ -90,25 +88,16 @@ def test_silu():
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_layer_norm_matches_torch_and_float64(bias):
+def test_layer_norm_formula_matches_torch_and_float64(bias):
     x = randn(3, 5, 24, seed=1, scale=3.0) + 2.0
-    ours = LayerNorm(24, bias=bias)
-    ref = nn.LayerNorm(24, bias=bias)
-    with torch.no_grad():
-        ours.weight.copy_(randn(24, seed=2))
-        ref.weight.copy_(ours.weight)
-        if bias:
-            ours.bias.copy_(randn(24, seed=3))
-            ref.bias.copy_(ours.bias)
-    torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=0)
+    weight, b = randn(24, seed=2), randn(24, seed=3) if bias else None
+    ref = F.layer_norm(x, (24,), weight, b, 1e-5)
+    torch.testing.assert_close(layers.layer_norm(x, weight, b), ref, atol=1e-5, rtol=0)
     x64 = x.double()
     mean = x64.mean(-1, keepdim=True)
     var = ((x64 - mean) ** 2).mean(-1, keepdim=True)
-    want = (x64 - mean) / torch.sqrt(var + 1e-5) * ours.weight.double()
-    if bias:
-        want = want + ours.bias.double()
-    torch.testing.assert_close(ours(x).double(), want, atol=1e-5, rtol=0)
-    torch.testing.assert_close(layers.layer_norm(x, ours.weight, ours.bias), ref(x), atol=1e-5, rtol=0)
+    want = (x64 - mean) / torch.sqrt(var + 1e-5) * weight.double() + (b.double() if bias else 0)
+    torch.testing.assert_close(layers.layer_norm(x, weight, b).double(), want, atol=1e-5, rtol=0)
 
 
 def test_rms_norm_matches_torch_and_float64():
@@ -124,7 +113,7 @@ def test_rms_norm_matches_torch_and_float64():
 
 
 def test_make_norm_choices():
-    assert isinstance(layers.make_norm("layernorm", 8), LayerNorm)
+    assert isinstance(layers.make_norm("layernorm", 8), nn.LayerNorm)
     assert layers.make_norm("layernorm", 8, bias=False).bias is None
     assert isinstance(layers.make_norm("rmsnorm", 8), RMSNorm)
     with pytest.raises(ValueError, match="'batchnorm'"):
@@ -135,54 +124,28 @@ def test_make_norm_choices():
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_linear_matches_nn_linear_and_float64(bias):
-    ours = Linear(12, 5, bias=bias)
-    ref = nn.Linear(12, 5, bias=bias)
-    with torch.no_grad():
-        ours.weight.copy_(randn(5, 12, seed=7))
-        ref.weight.copy_(ours.weight)
-        if bias:
-            ours.bias.copy_(randn(5, seed=8))
-            ref.bias.copy_(ours.bias)
-    x = randn(2, 3, 12, seed=9)
-    torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=0)
-    want = x.double() @ ours.weight.double().T + (ours.bias.double() if bias else 0)
-    torch.testing.assert_close(ours(x).double(), want, atol=1e-5, rtol=0)
-    with pytest.raises(ValueError, match="last dimension 12"):
-        ours(randn(2, 11))
-
-
-def test_linear_init_is_gpt2_style():
+def test_linear_is_nn_linear_with_gpt2_init_drawing_only_its_weights(bias):
+    """The model re-initialises its weights afterwards; what the constructor draws still moves the seeded stream."""
     torch.manual_seed(0)
-    lin = Linear(512, 512)
-    assert abs(lin.weight.std().item() - 0.02) < 5e-4
-    assert torch.all(lin.bias == 0)
-    with pytest.raises(ValueError, match="out_features must be a positive int, got 0"):
-        Linear(3, 0)
+    lin = layers.linear(512, 256, bias=bias)
+    after = torch.randn(3)
+    torch.manual_seed(0)
+    want = torch.empty(256, 512).normal_(0.0, 0.02)
+    assert type(lin) is nn.Linear and torch.equal(lin.weight, want) and torch.equal(torch.randn(3), after)
+    assert (lin.bias is None) == (not bias) and (not bias or torch.all(lin.bias == 0))
+    x = randn(2, 3, 512, seed=9)
+    want = x.double() @ lin.weight.double().T + (lin.bias.double() if bias else 0)
+    torch.testing.assert_close(lin(x).double(), want, atol=1e-5, rtol=0)
 
 
 def test_embedding_is_a_row_lookup_and_a_one_hot_product():
-    emb = Embedding(10, 4)
-    ref = nn.Embedding(10, 4)
-    with torch.no_grad():
-        ref.weight.copy_(emb.weight)
+    torch.manual_seed(0)
+    emb = layers.embedding(10, 4)
+    torch.manual_seed(0)
+    assert type(emb) is nn.Embedding and torch.equal(emb.weight, torch.empty(10, 4).normal_(0.0, 0.02))
     ids = torch.tensor([[0, 9, 3], [3, 3, 1]])
-    torch.testing.assert_close(emb(ids), ref(ids), atol=0, rtol=0)
     one_hot = F.one_hot(ids, 10).double()
     torch.testing.assert_close(emb(ids).double(), one_hot @ emb.weight.double(), atol=1e-7, rtol=0)
-    assert torch.equal(emb(ids.int()), emb(ids))
-
-
-def test_embedding_rejects_bad_ids():
-    emb = Embedding(10, 4)
-    with pytest.raises(ValueError, match=r"token id 10 is outside the vocabulary \[0, 10\)"):
-        emb(torch.tensor([1, 10]))
-    with pytest.raises(ValueError, match="token id -3"):
-        emb(torch.tensor([-3, 1]))
-    with pytest.raises(TypeError, match="torch.float32"):
-        emb(torch.tensor([1.0, 2.0]))
-    with pytest.raises(TypeError, match="list"):
-        emb([1, 2])
 
 
 # ---------------------------------------------------------------- MLPs
@@ -215,9 +178,6 @@ def test_swiglu_matches_float64(bias):
     torch.testing.assert_close(mlp(x.float()).double(), want, atol=1e-6, rtol=0)
 
 
-def test_float_functions_reject_integer_tensors():
-    for fn in (layers.softmax, layers.gelu, layers.silu):
-        with pytest.raises(TypeError, match="torch.int64"):
-            fn(torch.arange(3))
+def test_gelu_names_a_bad_approximation():
     with pytest.raises(ValueError, match="'fast'"):
         layers.gelu(torch.zeros(2), approximate="fast")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from chat_helpers import TOK
 
 from minillm import chat, lora, sft
-from minillm.layers import Linear
+from minillm.layers import linear
 from minillm.model import GPT, GPTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,7 +48,7 @@ def test_at_initialisation_the_adapted_model_equals_the_base_model_exactly(prese
 
 def test_lora_linear_computes_x_times_the_merged_weight():
     torch.manual_seed(0)
-    layer = Linear(6, 5).double()
+    layer = linear(6, 5).double()
     wrapped = lora.LoRALinear(layer, rank=2, alpha=3.0)
     with torch.no_grad():
         wrapped.lora_B.normal_()  # a trained-looking B, so the low-rank term is not zero
@@ -164,6 +164,6 @@ def test_bad_settings_raise_clear_errors():
     with pytest.raises(ValueError, match="no LoRA adapters to merge"):
         lora.merge_lora(tiny_gpt())
     with pytest.raises(ValueError, match="expects a minillm GPT"):
-        lora.apply_lora(torch.nn.Sequential(Linear(4, 4)), 2)
-    with pytest.raises(TypeError, match="wraps a Linear layer"):
+        lora.apply_lora(torch.nn.Sequential(linear(4, 4)), 2)
+    with pytest.raises(TypeError, match="wraps an nn.Linear layer"):
         lora.LoRALinear(torch.nn.LayerNorm(4), 2)
