@@ -26,7 +26,7 @@ from torch import nn
 
 from minillm.chat import ChatTokens, generate_responses, right_pad
 from minillm.train.config import TrainConfig
-from minillm.train.loop import Trainer
+from minillm.train.loop import Trainer, validation_loss
 
 __all__ = [
     "SFTBatch",
@@ -210,25 +210,7 @@ def task_success(
     return sum(scores) / len(scores), replies
 
 
-@torch.no_grad()
 def lm_validation_loss(model: nn.Module, token_ids: torch.Tensor, context: int, batch_size: int = 32) -> float:
-    """Mean next-token loss on consecutive non-overlapping windows of a held-out token stream.
-
-    Deterministic (fixed windows), so a before/after difference measures forgetting, not sampling noise.
-    """
-    if token_ids.dim() != 1 or token_ids.numel() < context + 1:
-        raise ValueError(f"need a 1-D token stream longer than context={context}, got {tuple(token_ids.shape)}")
-    n = (token_ids.numel() - 1) // context
-    starts = torch.arange(n) * context
-    offsets = torch.arange(context)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for i in range(0, n, batch_size):
-        s = starts[i : i + batch_size, None] + offsets
-        x, y = token_ids[s].to(device), token_ids[s + 1].to(device)
-        total += F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item()
-        count += y.numel()
-    model.train(was_training)
-    return total / count
+    """The pretraining loss on held-out text after fine-tuning: :func:`minillm.train.loop.validation_loss` over
+    every window of ``token_ids``. Fixed windows, so a before/after difference measures forgetting, not noise."""
+    return validation_loss(model, token_ids, context, batch_size)

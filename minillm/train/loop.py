@@ -39,7 +39,7 @@ from minillm.loss import cross_entropy
 from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, param_groups, set_lr
 from minillm.train.config import TrainConfig
 
-__all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss"]
+__all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
 
 
 class BatchSource(Protocol):
@@ -60,6 +60,27 @@ def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Next-token cross-entropy of an ``(inputs, targets)`` batch: the pretraining loss."""
     inputs, targets = batch
     return cross_entropy(model(inputs), targets)
+
+
+@torch.no_grad()
+def validation_loss(
+    model: nn.Module, tokens, context_length: int, batch_size: int = 32, max_batches: int | None = None
+) -> float:
+    """Mean next-token loss over fixed windows of held-out ``tokens`` (:func:`~minillm.batches.sequential_windows`).
+
+    The same windows at every call, so losses of different steps — or of a model before and after
+    fine-tuning (forgetting, notebook 09) — differ only by what the model learned. Runs in eval mode, then
+    restores the model's mode.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for inputs, targets in sequential_windows(tokens, batch_size, context_length, max_batches):
+        total += cross_entropy(model(inputs.to(device)), targets.to(device), reduction="sum").item()
+        count += targets.numel()
+    model.train(was_training)
+    return total / count
 
 
 @dataclass
@@ -200,21 +221,14 @@ class Trainer:
         self.step += 1
         return record
 
-    @torch.no_grad()
     def evaluate(self, max_batches: int | None = None) -> float:
         """Mean loss over the fixed validation windows (the same windows at every evaluation)."""
         if self.val_tokens is None:
             raise ValueError("no validation tokens were given to this Trainer")
         c = self.config
-        self.raw_model.eval()
-        total, count = 0.0, 0
-        windows = sequential_windows(self.val_tokens, c.batch_size, c.context_length, max_batches or c.eval_batches)
-        for inputs, targets in windows:
-            logits = self.raw_model(inputs.to(self.device))
-            total += cross_entropy(logits, targets.to(self.device), reduction="sum").item()
-            count += targets.numel()
-        self.raw_model.train()
-        return total / count
+        return validation_loss(
+            self.raw_model, self.val_tokens, c.context_length, c.batch_size, max_batches or c.eval_batches
+        )
 
     # ---------------------------------------------------------------------------------------- the loop
     def run(self, until_step: int | None = None, checkpoint_path: str | os.PathLike | None = None) -> list[dict]:
