@@ -1,5 +1,5 @@
-"""``python -m minillm``: the whole pipeline, end to end (see :mod:`minillm.pipeline`)."""
+"""``python -m minillm``: the whole pipeline, end to end (see :mod:`minillm.end_to_end`)."""
 
-from minillm.pipeline.cli import main
+from minillm.end_to_end.cli import main
 
 main()

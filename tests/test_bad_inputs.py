@@ -26,9 +26,9 @@ from minillm.checkpoint import (
     save_pretrained,
     write_checksums,
 )
+from minillm.end_to_end.presets import RunSize, SFTSize, get_run_size
 from minillm.model import GPT, GPTConfig, sample_next_token
 from minillm.paths import data_path
-from minillm.pipeline.presets import RunSize, SFTSize, get_run_size
 from minillm.tokenizer import GPT4_PATTERN, BPETokenizer, pretokenize, to_tokenizers
 from minillm.tokenizer.pretokenize import PATTERN_PROBE
 from minillm.train.cli import main as train_main
@@ -349,7 +349,7 @@ def test_10_train_command_line_stops_before_any_work(tmp_path, flags, message, m
 )
 def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flags, message, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    from minillm.pipeline.cli import main as pipeline_main
+    from minillm.end_to_end.cli import main as pipeline_main
 
     with pytest.raises(SystemExit, match=message):
         pipeline_main(["--preset", "tiny", "--run-dir", str(tmp_path / "run"), *flags])
@@ -358,7 +358,7 @@ def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flag
 
 def test_10_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
     """Used to pass the up-front checks, train a tokenizer, then crash inside RandomWindows with a traceback."""
-    from minillm.pipeline.cli import main as pipeline_main
+    from minillm.end_to_end.cli import main as pipeline_main
 
     short = tmp_path / "short.txt"
     short.write_text("Hello there, a short story.\n\nAnother short one here.\n\nAnd a third.\n", encoding="utf-8")

@@ -194,7 +194,7 @@ def test_set_repo_url_rewrites_every_copy(tmp_path, monkeypatch) -> None:
 
 # --------------------------------------------------------------- command-line modules sit on top, alone
 
-CLI_MODULES = {"minillm.train.cli", "minillm.pipeline.cli"}
+CLI_MODULES = {"minillm.train.cli", "minillm.end_to_end.cli"}
 
 
 def _is_cli(module: str) -> bool:
@@ -226,7 +226,7 @@ def test_the_import_checker_sees_every_spelling() -> None:
         "from .cli import main",
         "from . import cli",
         "from minillm import __main__",
-        "import minillm.pipeline.cli as pipeline_cli",
+        "import minillm.end_to_end.cli as pipeline_cli",
     ]
     for line in spellings:
         assert _cli_imports(line, "minillm.train.run"), line

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from minillm import datagen
-from minillm.pipeline import runner
-from minillm.pipeline.cli import main as pipeline_main
+from minillm.end_to_end import runner
+from minillm.end_to_end.cli import main as pipeline_main
 from minillm.run_folder import LOCK_FILE, RunFolderError, RunFolderLocked, differences, locked
 from minillm.train import Trainer
 from minillm.train.cli import main as train_main

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from minillm.pipeline.cli import main
+from minillm.end_to_end.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "tiny", "--no-progress", "--threads", "2"]
@@ -93,7 +93,7 @@ def test_bad_input_fails_before_any_work(tmp_path) -> None:
 
 
 def test_a_learners_own_text_is_split_into_train_and_validation(tmp_path) -> None:
-    from minillm.pipeline.runner import split_own_text
+    from minillm.end_to_end.runner import split_own_text
 
     own = tmp_path / "mine.txt"
     own.write_text("\n\n".join(f"Document number {i} is here." for i in range(40)) + "\n")
@@ -109,8 +109,8 @@ def test_a_learners_own_text_is_split_into_train_and_validation(tmp_path) -> Non
 def test_course_run_size_pretrains_with_the_course_config(tmp_path) -> None:
     """The pipeline's course run reads configs/course.json (the base checkpoint's recipe): every setting but the
     run's own files, seed, device, threads and progress bars comes from the file, so the two cannot drift."""
-    from minillm.pipeline.phases import Run
-    from minillm.pipeline.presets import RUN_FIELDS, get_run_size
+    from minillm.end_to_end.phases import Run
+    from minillm.end_to_end.presets import RUN_FIELDS, get_run_size
     from minillm.train import TrainConfig
 
     course = TrainConfig.from_json(ROOT / "configs" / "course.json").to_dict()

@@ -5,9 +5,9 @@ report. Each phase writes its outputs and a ``done.json`` under one run folder a
 with the same settings (``settings.json``: the run size ``--preset``, algorithm, seed, device, and the SHA-256 of
 every input file); a rerun with other settings is refused unless ``--overwrite`` is given, and the folder is locked
 while a run writes to it. Pretraining resumes from its last checkpoint after an interruption.
-:mod:`minillm.pipeline.runner` runs it; :mod:`minillm.pipeline.cli` only parses the flags.
+:mod:`minillm.end_to_end.runner` runs it; :mod:`minillm.end_to_end.cli` only parses the flags.
 """
 
-from minillm.pipeline.presets import RUN_SIZES, RunSize, get_run_size
+from minillm.end_to_end.presets import RUN_SIZES, RunSize, get_run_size
 
 __all__ = ["RUN_SIZES", "RunSize", "get_run_size"]

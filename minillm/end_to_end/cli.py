@@ -1,11 +1,11 @@
-"""``python -m minillm``: argument parsing only; :func:`minillm.pipeline.runner.run_pipeline` does the run."""
+"""``python -m minillm``: argument parsing only; :func:`minillm.end_to_end.runner.run_pipeline` does the run."""
 
 from __future__ import annotations
 
 import argparse
 
-from minillm.pipeline.presets import RUN_SIZES
-from minillm.pipeline.runner import PipelineError, run_pipeline
+from minillm.end_to_end.presets import RUN_SIZES
+from minillm.end_to_end.runner import PipelineError, run_pipeline
 from minillm.run_folder import RunFolderError
 from minillm.train.config import ConfigError
 

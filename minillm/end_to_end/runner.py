@@ -1,6 +1,6 @@
 """The whole pipeline as one call, :func:`run_pipeline`: check, lock, record, then run the phases in order.
 
-``python -m minillm`` (:mod:`minillm.pipeline.cli`) only parses flags and calls it. Before any phase runs,
+``python -m minillm`` (:mod:`minillm.end_to_end.cli`) only parses flags and calls it. Before any phase runs,
 the run folder is locked (``run.lock``, see :mod:`minillm.run_folder`) and its ``settings.json`` — the
 preset with all its values, the algorithm, the seed, the device, and the path and SHA-256 of the
 pretraining text and of the SFT and preference files — is compared with what this call would run. The
@@ -18,8 +18,7 @@ import torch
 
 from minillm.data import load_stories
 from minillm.device import DeviceError, check_device_name, pick_device
-from minillm.paths import data_dir
-from minillm.pipeline.phases import (
+from minillm.end_to_end.phases import (
     PHASES,
     Run,
     align_phase,
@@ -29,8 +28,9 @@ from minillm.pipeline.phases import (
     sft_phase,
     tokenizer_phase,
 )
-from minillm.pipeline.presets import RUN_SIZES, get_run_size
-from minillm.pipeline.report import write_report
+from minillm.end_to_end.presets import RUN_SIZES, get_run_size
+from minillm.end_to_end.report import write_report
+from minillm.paths import data_dir
 from minillm.run_folder import check_record, input_file, locked, remove_outputs, write_record
 from minillm.train.config import TrainConfig
 

@@ -22,8 +22,8 @@ from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, 
 from minillm.chat import END, encode_chat, encode_preference_pairs, generate_responses, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
+from minillm.end_to_end.presets import RunSize
 from minillm.model import GPT
-from minillm.pipeline.presets import RunSize
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
 from minillm.sft import train_sft
