@@ -28,6 +28,12 @@ def code_sha256(module: ModuleType) -> str:
     return hashlib.sha256(code_path(module).read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
 
+def _package_relative(path: Path) -> str:
+    """``minillm/experiments/x.py`` for the module's file, also when it runs as ``python -m`` (``__main__``)."""
+    root = Path(__file__).resolve().parents[2]  # the folder holding the minillm package
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
@@ -48,7 +54,7 @@ def provenance(module: ModuleType, command: str) -> dict[str, Any]:
         committed = _git(["status", "--porcelain", "--", path.name], path.parent) == ""
     return {
         "command": command,
-        "code": f"{module.__name__.replace('.', '/')}.py",
+        "code": _package_relative(path),
         "code_sha256": code_sha256(module),
         "commit": commit,
         "code_committed": committed,
