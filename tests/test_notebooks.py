@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,38 @@ def test_notebook_holds_no_unexpected_error(path: Path) -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_listed_in_the_readme(path: Path) -> None:
     assert f"notebooks/{path.name}" in (ROOT / "README.md").read_text()
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """``minillm/x.py`` or ``minillm/x/`` (a subpackage) for every minillm module the notebook's code imports."""
+    found = set()
+    for cell in _code_cells(path):
+        source = "\n".join(
+            line for line in "".join(cell["source"]).splitlines() if not line.lstrip().startswith(("%", "!"))
+        )
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minillm"):
+                names = [f"minillm.{a.name}" for a in node.names] if node.module == "minillm" else [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("minillm")]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")[:2]
+                folder = ROOT.joinpath(*parts)
+                found.add("/".join(parts) + ("/" if folder.is_dir() else ".py"))
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_readme_row_lists_every_module_the_notebook_imports(path: Path) -> None:
+    row = next(
+        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(f"| [`notebooks/{path.name}`")
+    )
+    listed = set(re.findall(r"`(minillm/[^`]+)`", row.split("|")[3]))
+    assert _imported_modules(path) <= listed, (
+        f"README row of {path.name} misses {sorted(_imported_modules(path) - listed)}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
