@@ -18,6 +18,7 @@ from minillm.checkpoint import load_pretrained
 from minillm.model import GPT, GPTConfig
 from minillm.train import TrainConfig, Trainer
 from minillm.train.cli import main
+from minillm.train.config import ConfigError
 
 TINY = dict(vocab_size=64, context_length=16, n_layer=2, n_head=2, d_model=32)
 
@@ -89,9 +90,10 @@ def test_training_lowers_validation_loss():
     assert all(set(r) >= {"step", "loss", "lr", "grad_norm", "tokens_per_s"} for r in history)
 
 
-def test_resume_continues_the_exact_run(tmp_path):
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_resume_continues_the_exact_run(tmp_path, dtype):
     tokens, val = _tokens(), _tokens(2000, seed=1)
-    config = _config(max_steps=12, dropout=0.1)  # dropout: the global RNG state matters too
+    config = _config(max_steps=12, dropout=0.1, dtype=dtype)  # dropout: the global RNG state matters too
     model_config = GPTConfig.preset("gpt2-style", **TINY, dropout=0.1)
     torch.manual_seed(0)
     uninterrupted = Trainer(GPT(model_config), config, tokens, val)
@@ -107,10 +109,69 @@ def test_resume_continues_the_exact_run(tmp_path):
     history = resumed.run()
     assert len(history) == 12
     for a, b in zip(full, history, strict=True):
-        assert abs(a["loss"] - b["loss"]) <= 1e-6
+        assert abs(a["loss"] - b["loss"]) <= 1e-6 and a.get("loss_scale") == b.get("loss_scale")
         assert ("val_loss" in a) == ("val_loss" in b)
     for p, q in zip(uninterrupted.raw_model.parameters(), resumed.raw_model.parameters(), strict=True):
         assert (p - q).abs().max().item() <= 1e-6
+
+
+def test_bf16_autocasts_the_forward_and_keeps_fp32_master_weights():
+    tokens = _tokens()
+    runs = {}
+    for dtype in ("fp32", "bf16"):
+        trainer = Trainer(_model(), _config(dtype=dtype, max_steps=30, eval_interval=0), tokens)
+        seen: list[torch.dtype] = []
+        trainer.raw_model.lm_head.register_forward_hook(lambda m, i, out, seen=seen: seen.append(out.dtype))
+        runs[dtype] = [r["loss"] for r in trainer.run()]
+        assert seen[0] == {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        assert all(p.dtype == torch.float32 for p in trainer.raw_model.parameters())
+        assert all(v.dtype == torch.float32 for s in trainer.optimizer.state.values() for v in s.values() if v.dim())
+    assert runs["bf16"] != runs["fp32"]  # the forward really ran in bf16 ...
+    assert abs(runs["bf16"][-1] - runs["fp32"][-1]) < 0.1 * runs["fp32"][-1]  # ... and trains the same way
+    assert runs["bf16"][-1] < 0.7 * runs["bf16"][0]
+
+
+def test_fp16_loss_scaling_equals_the_written_out_scaler():
+    """Trainer(dtype="fp16") uses torch.amp.GradScaler; notebook 08's DynamicLossScaler takes the same steps,
+    including the skipped ones: a huge initial scale makes the first steps overflow."""
+    from minillm.loss import cross_entropy
+    from minillm.optim import AdamW, clip_grad_norm, param_groups, set_lr
+    from minillm.precision import DynamicLossScaler
+
+    config = _config(dtype="fp16", max_steps=14, eval_interval=0, grad_clip=1.0)
+    tokens = _tokens()
+    trainer = Trainer(_model(), config, tokens)
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24)
+    history = trainer.run()
+
+    model = _model()
+    opt = AdamW(param_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2))
+    scaler, schedule = DynamicLossScaler(init_scale=2.0**24), config.lr_schedule()
+    windows = RandomWindows(tokens, config.batch_size, config.context_length, seed=config.seed)
+    skipped = []
+    for step in range(config.max_steps):
+        set_lr(opt, schedule(step))
+        opt.zero_grad(set_to_none=True)
+        x, y = windows.next_batch()
+        with torch.autocast("cpu", dtype=torch.float16):
+            logits = model(x)
+        scaler.scale(cross_entropy(logits.float(), y)).backward()
+        scaler.unscale_(opt)
+        clip_grad_norm(model.parameters(), 1.0)
+        skipped.append(not scaler.step(opt))
+        scaler.update()
+    assert skipped[0] and not skipped[-1], "the test must exercise both an overflow and clean steps"
+    assert [bool(r.get("skipped")) for r in history] == skipped
+    assert history[-1]["loss_scale"] == scaler.scale_value
+    gap = max(
+        (p - q).abs().max().item() for p, q in zip(trainer.raw_model.parameters(), model.parameters(), strict=True)
+    )
+    assert gap <= 1e-6
+
+
+def test_dtype_is_checked():
+    with pytest.raises(ConfigError, match="dtype must be one of"):
+        _config(dtype="float16")
 
 
 class _NaNAtStep(nn.Module):

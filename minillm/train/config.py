@@ -18,10 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from minillm.device import check_device_name
 from minillm.model import GPTConfig
 from minillm.optim import SCHEDULES, make_schedule
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS
+
+#: ``dtype`` → the autocast dtype of the forward pass (None: plain fp32). Notebook 08 builds both by hand.
+DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class ConfigError(ValueError):
@@ -72,6 +77,7 @@ class TrainConfig:
     beta2: float = 0.95
     grad_clip: float | None = 1.0
     on_nonfinite: str = "stop"  # stop | skip: what a NaN/inf loss or gradient does
+    dtype: str = "fp32"  # fp32 | bf16 | fp16: the forward pass's precision (autocast; weights stay fp32)
     # evaluation, checkpoints, logging
     eval_interval: int = 100
     eval_batches: int = 20
@@ -113,6 +119,8 @@ class TrainConfig:
         for name in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.on_nonfinite not in ("stop", "skip"):
             raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
         if self.grad_clip is not None and self.grad_clip <= 0:

@@ -37,7 +37,7 @@ from minillm.batches import RandomWindows, sequential_windows
 from minillm.checkpoint import load_checkpoint, save_checkpoint
 from minillm.loss import cross_entropy
 from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, param_groups, set_lr
-from minillm.train.config import TrainConfig
+from minillm.train.config import DTYPES, TrainConfig
 
 __all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
 
@@ -59,7 +59,9 @@ LossFn = Callable[[nn.Module, tuple[torch.Tensor, ...]], Any]
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Next-token cross-entropy of an ``(inputs, targets)`` batch: the pretraining loss."""
     inputs, targets = batch
-    return cross_entropy(model(inputs), targets)
+    logits = model(inputs)
+    # under bf16/fp16 autocast the logits come out in half precision: take the softmax in (at least) fp32
+    return cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets)
 
 
 @torch.no_grad()
@@ -172,6 +174,15 @@ class Trainer:
         self.val_tokens = val_tokens
         self.step = 0
         self.history: list[dict] = []
+        # Mixed precision (notebook 08): the forward pass runs under autocast in bf16/fp16 while the weights, their
+        # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
+        self.autocast_dtype = DTYPES[c.dtype]
+        self.scaler = torch.amp.GradScaler(self.device.type) if c.dtype == "fp16" else None
+
+    def _forward_precision(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     # ---------------------------------------------------------------------------------------- one step
     def train_step(self) -> dict:
@@ -191,24 +202,37 @@ class Trainer:
             last = micro == c.grad_accum - 1
             sync = contextlib.nullcontext() if last or not self.ctx.enabled else model.no_sync()
             with sync:
-                out = self.loss_fn(model, batch)
+                with self._forward_precision():
+                    out = self.loss_fn(model, batch)
                 loss, metrics = out if isinstance(out, tuple) else (out, {})
                 loss = loss / c.grad_accum
-                loss.backward()
+                (loss if self.scaler is None else self.scaler.scale(loss)).backward()
             loss_sum += loss.detach()
             for name, value in metrics.items():
                 extra[name] = extra.get(name, 0.0) + float(value) / c.grad_accum
         loss_value = _mean_over_ranks(loss_sum, self.ctx).item()
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         params = self.raw_model.parameters()
         if c.grad_clip is not None:
             grad_norm = clip_grad_norm(params, c.grad_clip).item()
         else:
             grad_norm = global_grad_norm(params).item()
         record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm, **extra}
-        if math.isfinite(loss_value) and math.isfinite(grad_norm):
+        if self.scaler is not None and math.isfinite(loss_value):
+            # an overflowed gradient (inf norm) is expected now and then: the scaler skips that step and halves S
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            record["loss_scale"] = scale
+            if self.scaler.get_scale() < scale:
+                record["skipped"] = True
+        elif math.isfinite(loss_value) and math.isfinite(grad_norm):
             self.optimizer.step()
         elif c.on_nonfinite == "skip":
             self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:
+                self.scaler.update()  # the NaN counts as an overflow: S halves, as for any skipped step
             record["skipped"] = True
         else:
             raise FloatingPointError(
@@ -270,6 +294,8 @@ class Trainer:
         }
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -279,6 +305,8 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
+        if self.scaler is not None and "scaler" in state:  # a checkpoint of another dtype starts a fresh scale
+            self.scaler.load_state_dict(state["scaler"])
         self.history = list(state["history"])
         self.step = int(state["step"])
 
