@@ -45,6 +45,30 @@ def test_tiny_preset_runs_every_phase_and_writes_the_report(tiny_run) -> None:
 
 
 @pytest.mark.slow
+def test_demo_preset_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tmp_path) -> None:
+    """The README's first pipeline command: no pretraining, about two minutes on 2 cores."""
+    folder = tmp_path / "demo"
+    metrics = main(["--preset", "demo", "--no-progress", "--threads", "1", "--run-dir", str(folder)])
+    gold = {phase: metrics["eval"][phase]["gold"] for phase in ("pretrain", "sft", "align")}
+    assert gold["sft"] > gold["pretrain"] + 0.2, gold  # measured: 0.109 → 0.536
+    assert gold["align"] != gold["sft"] and metrics["align"]["held_out_accuracy"] > 0.8
+    assert metrics["pretrain"]["from"].endswith("base_long") and "steps" not in metrics["pretrain"]
+    settings = json.loads((folder / "settings.json").read_text())
+    shipped = ROOT / "data" / "base_long" / "model.safetensors"
+    assert settings["base_model"]["path"] == str(shipped.resolve()) and len(settings["base_model"]["sha256"]) == 64
+    assert (folder / "gold_and_kl.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| after SFT |" in (folder / "report.md").read_text()
+
+
+def test_demo_preset_refuses_own_text(tmp_path) -> None:
+    text = tmp_path / "own.txt"
+    text.write_text("Once upon a time. " * 500)
+    with pytest.raises(SystemExit, match="post-trains the course's shipped base model, so it takes no --text"):
+        main(["--preset", "demo", "--text", str(text), "--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
 def test_rerun_skips_finished_phases_and_resume_continues_pretraining(tiny_run, capsys) -> None:
     folder, first = tiny_run
     capsys.readouterr()

@@ -19,17 +19,19 @@ from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
-from minillm.chat import END, encode_chat, encode_preference_pairs, generate_responses, special_token_id
+from minillm.chat import END, ENDOFTEXT, encode_chat, encode_preference_pairs, generate_responses, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
 from minillm.model import GPT
+from minillm.paths import data_dir
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
 from minillm.sft import train_sft
 from minillm.tasks import eval_prompts, gold_score
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer, write_history
+from minillm.train.loop import validation_loss
 from minillm.train.run import build_model, prepare_tokens, sample_stories, train_tokenizer
 
 PHASES = ("tokenizer", "pretrain", "sft", "align", "eval")
@@ -99,8 +101,14 @@ def _load_model(run: Run, phase: str) -> GPT:
 # ------------------------------------------------------------------------------------------- phases
 
 
+def base_dir(run: Run) -> Path | None:
+    """The shipped checkpoint the run starts from (``RunSize.base``), or None when it pretrains its own."""
+    return None if run.preset.base is None else data_dir() / run.preset.base
+
+
 def tokenizer_phase(run: Run) -> dict:
-    tokenizer = train_tokenizer(run.train_config())
+    base = base_dir(run)
+    tokenizer = train_tokenizer(run.train_config()) if base is None else BPETokenizer.load(base / "tokenizer.json")
     tokenizer.save(run.phase_dir("tokenizer") / "tokenizer.json")
     sample = load_stories(run.val_file)[0]
     return {
@@ -109,7 +117,27 @@ def tokenizer_phase(run: Run) -> dict:
     }
 
 
+def _shipped_base(run: Run, base: Path) -> dict:
+    """The pretrain phase of a run that starts from a shipped checkpoint: copy it, measure it, sample it."""
+    model, _, _ = load_pretrained(base, device=run.device)
+    tokenizer = _tokenizer(run)
+    ids: list[int] = []
+    for story in load_stories(run.val_file)[:40]:
+        ids += tokenizer.encode(story, allowed_special="none") + [special_token_id(tokenizer, ENDOFTEXT)]
+    metrics = {
+        "from": str(base),
+        "parameters": model.num_parameters(),
+        "val_loss": round(validation_loss(model, torch.tensor(ids), model.config.context_length), 4),
+        "samples": sample_stories(model, tokenizer, n=2, max_new_tokens=120, seed=run.seed),
+    }
+    save_pretrained(run.phase_dir("pretrain") / "model", model, tokenizer, {"from": str(base), "metrics": metrics})
+    return metrics
+
+
 def pretrain_phase(run: Run) -> dict:
+    base = base_dir(run)
+    if base is not None:
+        return _shipped_base(run, base)
     config, tokenizer = run.train_config(), _tokenizer(run)
     work = Path(config.work_dir)
     work.mkdir(parents=True, exist_ok=True)

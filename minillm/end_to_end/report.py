@@ -28,7 +28,12 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     val = [r for r in pre if r.get("val_loss") is not None]
     axes[0].plot([r["step"] for r in val], [r["val_loss"] for r in val], "o-", label="validation")
     axes[0].set(title="pretraining", xlabel="step", ylabel="cross-entropy (nats/token)")
-    axes[0].legend()
+    if pre:
+        axes[0].legend()
+    elif "from" in metrics["pretrain"]:  # the run started from a shipped checkpoint (the demo preset)
+        shipped = metrics["pretrain"]
+        note = f"not trained in this run:\n{Path(shipped['from']).name}, validation loss {shipped['val_loss']}"
+        axes[0].text(0.5, 0.5, note, ha="center", va="center", transform=axes[0].transAxes)
     sft = _history(folder / "sft") or {"loss": []}
     axes[1].plot(sft["loss"], lw=1)
     axes[1].set(title="supervised fine-tuning", xlabel="step", ylabel="response-token loss")

@@ -114,6 +114,11 @@ def run_pipeline(
     except (FileNotFoundError, ValueError) as error:
         raise PipelineError(f"--preset {preset}: {error}") from error
     own = None
+    if text is not None and size.base is not None:
+        raise PipelineError(
+            f"--preset {preset} post-trains the course's shipped base model, so it takes no --text; "
+            "to pretrain on your own text use --preset tiny or course"
+        )
     if text is not None:
         text = Path(text)
         if not text.is_file():
@@ -138,6 +143,8 @@ def run_pipeline(
     sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
     try:
         inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}
+        if size.base is not None:  # the checkpoint a run starts from defines it as much as its data
+            inputs["base_model"] = input_file(data_dir() / size.base / "model.safetensors")
     except FileNotFoundError as error:
         raise PipelineError(
             f"{error}; the course data ships in data/ (python -m minillm.datagen --out data)"
