@@ -254,6 +254,20 @@ class GPT(nn.Module):
         """Number of distinct parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs per token, forward and backward: 6·N + 12·L·d·T (PaLM App. B; nanoGPT's MFU).
+
+        N counts the weights a token is multiplied by: every parameter except the lookup tables (the position
+        table, and the token table unless it is tied to the head, where it is a matmul). 12·L·d·T is attention's
+        QKᵀ and weighted sum over a context of T tokens (default: the context length). Model FLOPs utilisation
+        is tokens/s × this ÷ the device's peak FLOP/s.
+        """
+        c = self.config
+        lookups = self.pos_emb.weight.numel() if c.pos == "learned" else 0
+        if not c.tie_embeddings:
+            lookups += self.tok_emb.weight.numel()
+        return 6 * (self.num_parameters() - lookups) + 12 * c.n_layer * c.d_model * (seq_len or c.context_length)
+
     def new_kv_cache(self, batch_size: int) -> KVCache:
         """An empty cache for ``batch_size`` sequences, on the model's device and dtype."""
         p = self.tok_emb.weight

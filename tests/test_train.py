@@ -1,5 +1,6 @@
 """minillm.train: the loop against a plain-PyTorch reference, exact resume, NaN guard, CLI and DDP."""
 
+import dataclasses
 import json
 import math
 import os
@@ -167,6 +168,33 @@ def test_fp16_loss_scaling_equals_the_written_out_scaler():
         (p - q).abs().max().item() for p, q in zip(trainer.raw_model.parameters(), model.parameters(), strict=True)
     )
     assert gap <= 1e-6
+
+
+@pytest.mark.parametrize("preset", ["gpt2-style", "llama-style"])
+def test_flops_per_token_against_the_planner_and_a_flop_counter(preset):
+    """6N + 12·L·d·T: equal to notebook 07's planner for GPT-2's layout, and within the non-matmul parameters
+    (biases, norms: about 1 % here) of the matmul FLOPs torch's FlopCounterMode counts in a forward and backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from minillm.parallel.planner import training_flops_per_token
+
+    config = GPTConfig.preset(preset, vocab_size=512, context_length=64, n_layer=2, n_head=4, d_model=64)
+    model = GPT(dataclasses.replace(config, attn_impl="manual"))  # explicit matmuls, which the counter sees
+    if preset == "gpt2-style":
+        assert model.flops_per_token() == training_flops_per_token(2, 64, 512, 64)
+    with FlopCounterMode(display=False) as counter:
+        model(torch.randint(0, 512, (2, 64))).sum().backward()
+    counted = counter.get_total_flops() / (2 * 64)
+    assert 0.97 < counted / model.flops_per_token() <= 1.0
+
+
+def test_mfu_is_reported_when_the_device_peak_is_given():
+    trainer = Trainer(_model(), _config(peak_tflops=2.0, max_steps=3, eval_interval=0), _tokens())
+    for record in trainer.run():
+        assert record["mfu"] == pytest.approx(record["tokens_per_s"] * trainer.raw_model.flops_per_token() / 2e12)
+    assert "mfu" not in Trainer(_model(), _config(max_steps=3, eval_interval=0), _tokens()).run()[0]
+    with pytest.raises(ConfigError, match="peak_tflops must be positive"):
+        _config(peak_tflops=0.0)
 
 
 def test_dtype_is_checked():

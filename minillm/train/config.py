@@ -78,6 +78,7 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     on_nonfinite: str = "stop"  # stop | skip: what a NaN/inf loss or gradient does
     dtype: str = "fp32"  # fp32 | bf16 | fp16: the forward pass's precision (autocast; weights stay fp32)
+    peak_tflops: float | None = None  # the device's peak TFLOP/s at this dtype: history then reports MFU
     # evaluation, checkpoints, logging
     eval_interval: int = 100
     eval_batches: int = 20
@@ -123,6 +124,8 @@ class TrainConfig:
             raise ConfigError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.on_nonfinite not in ("stop", "skip"):
             raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
+        if self.peak_tflops is not None and self.peak_tflops <= 0:
+            raise ConfigError(f"peak_tflops must be positive or null, got {self.peak_tflops!r}")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ConfigError(f"grad_clip must be positive or None, got {self.grad_clip!r}")
         self._check_schedule()

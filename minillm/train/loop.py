@@ -176,6 +176,8 @@ class Trainer:
         self.history: list[dict] = []
         # Mixed precision (notebook 08): the forward pass runs under autocast in bf16/fp16 while the weights, their
         # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
+        flops = getattr(self.raw_model, "flops_per_token", None)  # a GPT knows its FLOPs; other models skip MFU
+        self.flops_per_token = flops(c.context_length) if flops is not None else None
         self.autocast_dtype = DTYPES[c.dtype]
         self.scaler = torch.amp.GradScaler(self.device.type) if c.dtype == "fp16" else None
 
@@ -242,6 +244,8 @@ class Trainer:
         seconds = time.perf_counter() - start
         record["seconds"] = seconds
         record["tokens_per_s"] = tokens / seconds  # input positions (padding included), all ranks
+        if c.peak_tflops is not None and self.flops_per_token is not None:  # model FLOPs utilisation
+            record["mfu"] = record["tokens_per_s"] * self.flops_per_token / (c.peak_tflops * 1e12 * self.ctx.world_size)
         self.step += 1
         return record
 
@@ -273,7 +277,10 @@ class Trainer:
                         record["val_loss"] = self.evaluate()
                 self.history.append(record)
                 bar.update(1)
-                bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}")
+                speed = {"tok/s": f"{record['tokens_per_s']:,.0f}"} | (
+                    {"mfu": f"{record['mfu']:.1%}"} if "mfu" in record else {}
+                )
+                bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", **speed)
                 due = c.checkpoint_interval and self.step % c.checkpoint_interval == 0
                 if checkpoint_path is not None and (due or last):
                     self.save(checkpoint_path)
