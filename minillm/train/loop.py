@@ -29,14 +29,14 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from minillm.batches import RandomWindows, sequential_windows
 from minillm.checkpoint import load_checkpoint, save_checkpoint
-from minillm.loss import cross_entropy
-from minillm.optim import AdamW, clip_grad_norm, global_grad_norm, param_groups, set_lr
+from minillm.optim import global_grad_norm, param_groups, set_lr
 from minillm.train.config import DTYPES, TrainConfig
 
 __all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
@@ -60,8 +60,10 @@ def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Next-token cross-entropy of an ``(inputs, targets)`` batch: the pretraining loss."""
     inputs, targets = batch
     logits = model(inputs)
-    # under bf16/fp16 autocast the logits come out in half precision: take the softmax in (at least) fp32
-    return cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets)
+    # PyTorch's fused kernel (notebook 04's written-out minillm.loss.cross_entropy is tested equal to it); under
+    # bf16/fp16 autocast the logits come out in half precision: the softmax is taken in (at least) fp32
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 @torch.no_grad()
@@ -79,7 +81,8 @@ def validation_loss(
     model.eval()
     total, count = 0.0, 0
     for inputs, targets in sequential_windows(tokens, batch_size, context_length, max_batches):
-        total += cross_entropy(model(inputs.to(device)), targets.to(device), reduction="sum").item()
+        logits = model(inputs.to(device))
+        total += F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten(), reduction="sum").item()
         count += targets.numel()
     model.train(was_training)
     return total / count
@@ -161,7 +164,10 @@ class Trainer:
         else:
             self.model = self.raw_model
         groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
-        self.optimizer = AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2))
+        # PyTorch's AdamW, multi-tensor (fused into one kernel on a GPU): notebook 05's written-out
+        # minillm.optim.AdamW computes the same update (tests/test_optim.py) but one parameter at a time.
+        speed = {"fused": True} if self.device.type == "cuda" else {"foreach": True}
+        self.optimizer = torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), **speed)
         self.schedule = c.lr_schedule()
         if batches is None:
             if train_tokens is None:
@@ -217,7 +223,7 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         params = self.raw_model.parameters()
         if c.grad_clip is not None:
-            grad_norm = clip_grad_norm(params, c.grad_clip).item()
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, c.grad_clip, foreach=True).item()
         else:
             grad_norm = global_grad_norm(params).item()
         record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm, **extra}
