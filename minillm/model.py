@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from minillm.attention import ATTENTION_IMPLS, CausalSelfAttention, LayerKVCache
 from minillm.embeddings import (
@@ -232,6 +233,9 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
         self.norm_f = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         self.lm_head = linear(c.d_model, c.vocab_size, bias=False)
+        # Recompute each block's activations in backward instead of keeping them (a training switch, not part of
+        # the architecture): a block then keeps only its input, notebook 07's "full recomputation".
+        self.activation_checkpointing = False
         self.reset_parameters()
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
@@ -318,8 +322,12 @@ class GPT(nn.Module):
         """Final-norm hidden states [B, T, d_model] (what reward and value heads read)."""
         start = kv_cache.length if kv_cache is not None else 0
         x = self._embed(idx, start)
+        recompute = self.activation_checkpointing and kv_cache is None and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
-            x = block(x, kv_cache.layers[i] if kv_cache is not None else None, start)
+            if recompute:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, kv_cache.layers[i] if kv_cache is not None else None, start)
         if kv_cache is not None:
             kv_cache.length = start + idx.shape[1]
         return self.norm_f(x)

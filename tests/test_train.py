@@ -197,6 +197,34 @@ def test_mfu_is_reported_when_the_device_peak_is_given():
         _config(peak_tflops=0.0)
 
 
+def test_activation_checkpointing_keeps_only_each_blocks_input_and_trains_the_same():
+    """Notebook 07's memory model predicts it: with full recomputation a layer keeps s·b·h values (its input)."""
+    from minillm.parallel.memory import activation_bytes_per_layer, measure_saved_activation_bytes
+
+    x = torch.randint(0, 64, (4, 16))
+
+    def saved(n_layer: int, recompute: bool) -> int:
+        torch.manual_seed(0)
+        model = GPT(GPTConfig.preset("gpt2-style", **{**TINY, "n_layer": n_layer})).train()
+        model.activation_checkpointing = recompute
+        return measure_saved_activation_bytes(model, x, exclude=list(model.parameters()))
+
+    per_layer = activation_bytes_per_layer(16, 4, 32, 2, recompute="full", bytes_per_value=4)
+    assert saved(3, True) - saved(1, True) == 2 * per_layer  # exactly the two extra blocks' inputs
+    assert saved(3, False) > 4 * saved(3, True)
+    runs = [
+        Trainer(_model(), _config(activation_checkpointing=bool(on), max_steps=6), _tokens()).run() for on in (0, 1)
+    ]
+    assert max(abs(a["loss"] - b["loss"]) for a, b in zip(*runs, strict=True)) <= 1e-6
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_like_eager():
+    eager = Trainer(_model(), _config(max_steps=4, eval_interval=0), _tokens()).run()
+    compiled = Trainer(_model(), _config(compile=True, max_steps=4, eval_interval=0), _tokens()).run()
+    assert max(abs(a["loss"] - b["loss"]) for a, b in zip(eager, compiled, strict=True)) <= 1e-4
+
+
 def test_dtype_is_checked():
     with pytest.raises(ConfigError, match="dtype must be one of"):
         _config(dtype="float16")

@@ -79,6 +79,8 @@ class TrainConfig:
     on_nonfinite: str = "stop"  # stop | skip: what a NaN/inf loss or gradient does
     dtype: str = "fp32"  # fp32 | bf16 | fp16: the forward pass's precision (autocast; weights stay fp32)
     peak_tflops: float | None = None  # the device's peak TFLOP/s at this dtype: history then reports MFU
+    compile: bool = False  # torch.compile the model (first steps slower while it compiles)
+    activation_checkpointing: bool = False  # recompute each block in backward: memory for about a third more compute
     # evaluation, checkpoints, logging
     eval_interval: int = 100
     eval_batches: int = 20

@@ -158,11 +158,17 @@ class Trainer:
         self.ctx = dist_ctx or DistContext()
         self.device = torch.device(device)
         self.raw_model = model.to(self.device)
+        if c.activation_checkpointing:
+            if not hasattr(model, "activation_checkpointing"):
+                raise ValueError(f"activation_checkpointing needs a minillm GPT, got {type(model).__name__}")
+            model.activation_checkpointing = True
         if self.ctx.enabled:
             ids = [self.ctx.local_rank] if self.device.type == "cuda" else None
             self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
         else:
             self.model = self.raw_model
+        if c.compile:  # the compiled wrapper shares the raw model's parameters; checkpoints save the raw model
+            self.model = torch.compile(self.model)
         groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
         # PyTorch's AdamW, multi-tensor (fused into one kernel on a GPU): notebook 05's written-out
         # minillm.optim.AdamW computes the same update (tests/test_optim.py) but one parameter at a time.
