@@ -380,3 +380,15 @@ def test_torchrun_two_processes_equal_one_process(tmp_path):
     loss_two = [r["loss"] for r in json.loads((tmp_path / "ddp" / "history.json").read_text())]
     assert len(loss_one) == 6 and max(abs(a - b) for a, b in zip(loss_one, loss_two, strict=True)) <= 1e-5
     assert meta_one["metrics"]["val_loss"] == pytest.approx(meta_two["metrics"]["val_loss"], abs=1e-5)
+
+
+def test_every_shipped_config_loads_and_gpt2_small_has_gpt2_smalls_size():
+    """configs/gpt2_small.json builds GPT-2 small: 124,439,808 parameters and the 855,166,464 training FLOPs per
+    token of PaLM's formula (REFERENCE.md A3) — counted on the meta device, nothing allocated."""
+    for path in sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.json")):
+        TrainConfig.from_json(path)
+    config = TrainConfig.from_json(Path(__file__).resolve().parents[1] / "configs" / "gpt2_small.json")
+    with torch.device("meta"):
+        model = GPT(config.model_config(config.vocab_size))
+    assert model.num_parameters() == 124_439_808 and model.flops_per_token() == 855_166_464
+    assert config.tokens_per_step == 524_288 and (config.dtype, config.compile) == ("bf16", True)
