@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,7 +94,12 @@ def encode_documents(tokenizer: BPETokenizer, text: str) -> np.ndarray:
 
 
 def encode_file(
-    tokenizer: BPETokenizer, source: str | os.PathLike, target: str | os.PathLike, chunk_tokens: int = 1 << 20
+    tokenizer: BPETokenizer,
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    chunk_tokens: int = 1 << 20,
+    workers: int = 1,
+    part_bytes: int = 16 << 20,
 ) -> Path:
     """Encode a text file into a token file: the bytes of ``save_tokens(encode_documents(tokenizer, text))``.
 
@@ -103,14 +109,28 @@ def encode_file(
     bounded by one document plus one chunk, whatever the file's size. The result appears at ``target``
     only when complete (see :func:`_atomic_file`); a missing, empty or non-UTF-8 ``source`` raises an
     error naming it and leaves no file behind.
+
+    ``workers`` > 1: the file is cut at blank lines (document boundaries) into parts of about ``part_bytes``;
+    each of ``workers`` processes reads, decodes and encodes whole parts on its own, and this process writes
+    their ids in order, with at most two parts per worker in flight — the same bytes, memory still bounded.
     """
-    if chunk_tokens <= 0:
-        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    if chunk_tokens <= 0 or workers <= 0 or part_bytes <= 0:
+        raise ValueError(
+            f"chunk_tokens, workers and part_bytes must be positive, got {chunk_tokens}, {workers}, {part_bytes}"
+        )
     documents = iter_documents(source)  # a missing file fails here, before anything is written
     dtype = token_dtype(tokenizer.vocab_size)
     eot = tokenizer.special_tokens[ENDOFTEXT]
     target = Path(target)
     with _atomic_file(target) as handle:
+        if workers > 1:
+            written = 0
+            for ids in _encode_parts(tokenizer, Path(source), workers, part_bytes):
+                ids.tofile(handle)
+                written += len(ids)
+            if not written:
+                raise ValueError(f"{source}: the file is empty")
+            return target
         pending: list[int] = []
         for document in documents:
             pending.extend(tokenizer.encode(document, allowed_special="none"))
@@ -120,6 +140,83 @@ def encode_file(
                 pending = []
         np.asarray(pending, dtype=dtype).tofile(handle)
     return target
+
+
+def file_parts(path: Path, part_bytes: int) -> list[tuple[int, int]]:
+    """Byte ranges of about ``part_bytes`` that cover ``path``, each cut right after an empty line.
+
+    Documents are separated by blank lines, so the documents of the parts, in order, are the documents of the
+    whole file; a cut after a ``\\n`` byte is also never inside a UTF-8 character. A file without empty lines
+    is one part.
+    """
+    size, cuts = path.stat().st_size, [0]
+    with open(path, "rb") as handle:
+        while (cut := _after_next_empty_line(handle, cuts[-1] + part_bytes)) is not None and cut < size:
+            cuts.append(cut)
+    return list(zip(cuts, [*cuts[1:], size], strict=True))
+
+
+_EMPTY_LINE = re.compile(rb"\n\r?\n")  # an empty line, with Unix or Windows line ends
+
+
+def _after_next_empty_line(handle: BinaryIO, position: int) -> int | None:
+    """The offset right after the first empty line at or after ``position``; None when there is none."""
+    handle.seek(position)
+    carry = b""  # the previous block's last bytes: an empty line may straddle two blocks
+    while block := handle.read(1 << 16):
+        found = _EMPTY_LINE.search(carry + block)
+        if found:
+            return position - len(carry) + found.end()
+        position += len(block)
+        carry = block[-2:]
+    return None
+
+
+_WORKER_TOKENIZER: BPETokenizer | None = None
+
+
+def _start_worker(tokenizer: BPETokenizer) -> None:
+    global _WORKER_TOKENIZER
+    _WORKER_TOKENIZER = tokenizer
+
+
+def _encode_part(path: Path, start: int, end: int) -> np.ndarray:
+    """In a worker: the ids of the documents in bytes ``start:end`` of ``path``, as ``iter_documents`` sees them."""
+    tokenizer = _WORKER_TOKENIZER
+    if tokenizer is None:
+        raise RuntimeError("_encode_part runs in a worker started by _encode_parts")
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        raw = handle.read(end - start)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {start + err.start}); save it as UTF-8 first") from None
+    if start == 0:
+        text = text.removeprefix("\ufeff")
+    eot = tokenizer.special_tokens[ENDOFTEXT]
+    ids: list[int] = []
+    for document in split_documents(text.replace("\r\n", "\n").replace("\r", "\n")):
+        ids.extend(tokenizer.encode(document, allowed_special="none"))
+        ids.append(eot)
+    return np.asarray(ids, dtype=token_dtype(tokenizer.vocab_size))
+
+
+def _encode_parts(tokenizer: BPETokenizer, path: Path, workers: int, part_bytes: int) -> Iterator[np.ndarray]:
+    """The ids of ``path``'s parts (:func:`file_parts`) in order, encoded in ``workers`` processes."""
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # a clean interpreter: no forked torch threads or locks
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(tokenizer,)) as pool:
+        in_flight: deque = deque()
+        for start, end in file_parts(path, part_bytes):
+            in_flight.append(pool.submit(_encode_part, path, start, end))
+            if len(in_flight) >= 2 * workers:
+                yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
 
 
 def _as_array(tokens: np.ndarray | torch.Tensor | list[int]) -> np.ndarray:

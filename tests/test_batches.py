@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minillm import data
+from minillm import batches, data
 from minillm.batches import (
     RandomWindows,
     encode_documents,
@@ -158,6 +158,36 @@ def test_streamed_token_file_equals_encoding_the_whole_text_for_any_text(tokeniz
             return
         streamed = encode_file(tokenizer, source, Path(folder) / "t.bin", chunk_tokens=2).read_bytes()
         assert streamed == _whole_file_bytes(tokenizer, source, Path(folder))
+
+
+def test_token_file_from_worker_processes_is_byte_identical(tokenizer, tmp_path):
+    """Two worker processes, parts of a few kilobytes (dozens of them), the hand cases' awkward documents and a
+    CRLF stretch included: the same bytes as one process and as encoding the whole text."""
+    source = tmp_path / "mixed.txt"
+    stories = data_path("stories_val.txt").read_bytes()[:200_000]
+    source.write_bytes(b"\n\n".join([*HAND_CASES.values(), stories, stories[:20_000].replace(b"\n", b"\r\n")]))
+    one = encode_file(tokenizer, source, tmp_path / "one.bin").read_bytes()
+    two = encode_file(tokenizer, source, tmp_path / "two.bin", workers=2, part_bytes=5_000).read_bytes()
+    assert two == one == _whole_file_bytes(tokenizer, source, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixed.txt", "one.bin", "two.bin", "whole.bin"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(st.sampled_from(list("ab é🙂\t\n\r\ufeff\xa0")), min_size=1, max_size=80), st.integers(1, 12))
+def test_file_parts_cut_only_between_documents(tokenizer, text, part_bytes):
+    """What each worker does, run here part by part: the parts' ids, in order, are the whole file's ids."""
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "t.txt"
+        source.write_bytes(text.encode())
+        parts = batches.file_parts(source, part_bytes)
+        assert parts[0][0] == 0 and parts[-1][1] == source.stat().st_size
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:], strict=False))
+        batches._start_worker(tokenizer)
+        ids = np.concatenate([batches._encode_part(source, start, end) for start, end in parts])
+        if not text.removeprefix("\ufeff").strip():
+            assert len(ids) == 0
+            return
+        assert ids.tobytes() == _whole_file_bytes(tokenizer, source, Path(folder))
 
 
 def test_course_corpus_streams_to_the_same_ids(tokenizer, tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -169,6 +170,12 @@ def train_tokenizer(config: TrainConfig) -> BPETokenizer:
     return BPETokenizer.train(documents, config.vocab_size, special_tokens=COURSE_SPECIAL_TOKENS)
 
 
+def tokenize_workers(path: str | os.PathLike, min_bytes: int = 64 << 20) -> int:
+    """Processes to tokenise ``path`` with: one for a small file (starting workers costs seconds), every core
+    (up to 8) from ``min_bytes`` on (``benchmarks/bench_tokenize_file.py`` measures the gain)."""
+    return 1 if Path(path).stat().st_size < min_bytes else min(os.cpu_count() or 1, 8)
+
+
 def prepare_tokens(
     config: TrainConfig, tokenizer: BPETokenizer, work_dir: Path, ctx: DistContext | None = None
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -184,7 +191,7 @@ def prepare_tokens(
         for split, source in files.items():
             target = work_dir / f"{split}.bin"
             if source is not None and not target.exists():
-                encode_file(tokenizer, source, target)
+                encode_file(tokenizer, source, target, workers=tokenize_workers(source))
     ctx.barrier()
     train = load_tokens(work_dir / "train.bin", tokenizer.vocab_size)
     val = load_tokens(work_dir / "val.bin", tokenizer.vocab_size) if config.val_file is not None else None
