@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -392,3 +393,36 @@ def test_every_shipped_config_loads_and_gpt2_small_has_gpt2_smalls_size():
         model = GPT(config.model_config(config.vocab_size))
     assert model.num_parameters() == 124_439_808 and model.flops_per_token() == 855_166_464
     assert config.tokens_per_step == 524_288 and (config.dtype, config.compile) == ("bf16", True)
+
+
+@pytest.mark.slow
+def test_fsdp_two_processes_equal_one_process_and_its_checkpoint_resumes_anywhere(tmp_path):
+    """python -m minillm.train --parallel fsdp under torchrun (2 gloo ranks, every block sharded) takes the same
+    steps as one process; a 3-step FSDP run resumed to 6 steps, under FSDP or in one process, finishes the same
+    run (its checkpoint holds full tensors by name). A constant rate, so that 3 steps are the start of 6."""
+    train, val = _write_corpus(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+    def train_run(out: str, steps: int, fsdp: bool, *extra: str) -> list[float]:
+        args = [*_cli_args(tmp_path, out, train, val, steps), "--schedule", "constant", "--parallel", "fsdp", *extra]
+        command = [*(torchrun if fsdp else [sys.executable]), "-m", "minillm.train", *args]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return [r["loss"] for r in json.loads((tmp_path / out / "history.json").read_text())]
+
+    one, two = train_run("single", 6, fsdp=False), train_run("fsdp", 6, fsdp=True)
+    assert len(two) == 6 and max(abs(a - b) for a, b in zip(one, two, strict=True)) <= 1e-5
+    model_one, _, meta_one = load_pretrained(tmp_path / "single")
+    model_two, _, meta_two = load_pretrained(tmp_path / "fsdp")
+    assert meta_two["metrics"]["world_size"] == 2 and meta_two["train"]["parallel"] == "fsdp"
+    pairs = zip(model_one.parameters(), model_two.parameters(), strict=True)
+    assert max((p - q).abs().max().item() for p, q in pairs) <= 1e-5
+    assert meta_one["metrics"]["val_loss"] == pytest.approx(meta_two["metrics"]["val_loss"], abs=1e-5)
+
+    train_run("part", 3, fsdp=True)
+    shutil.copytree(tmp_path / "part", tmp_path / "solo")
+    resumed_fsdp = train_run("part", 6, True, "--resume")
+    assert max(abs(a - b) for a, b in zip(two, resumed_fsdp, strict=True)) <= 1e-6
+    resumed_alone = train_run("solo", 6, False, "--resume", "--work-dir", str(tmp_path / "solo" / "work"))
+    assert max(abs(a - b) for a, b in zip(two, resumed_alone, strict=True)) <= 1e-5

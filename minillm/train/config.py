@@ -79,6 +79,7 @@ class TrainConfig:
     on_nonfinite: str = "stop"  # stop | skip: what a NaN/inf loss or gradient does
     dtype: str = "fp32"  # fp32 | bf16 | fp16: the forward pass's precision (autocast; weights stay fp32)
     peak_tflops: float | None = None  # the device's peak TFLOP/s at this dtype: history then reports MFU
+    parallel: str = "ddp"  # ddp | fsdp: how ranks under torchrun share the work (FSDP also shards the model)
     compile: bool = False  # torch.compile the model (first steps slower while it compiles)
     activation_checkpointing: bool = False  # recompute each block in backward: memory for about a third more compute
     # evaluation, checkpoints, logging
@@ -124,6 +125,10 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.parallel not in ("ddp", "fsdp"):
+            raise ConfigError(f"parallel must be 'ddp' or 'fsdp', got {self.parallel!r}")
+        if self.parallel == "fsdp" and self.dtype == "fp16":
+            raise ConfigError("parallel='fsdp' runs in fp32 or bf16 (fp16 would need a sharded loss scaler); use bf16")
         if self.on_nonfinite not in ("stop", "skip"):
             raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
         if self.peak_tflops is not None and self.peak_tflops <= 0:

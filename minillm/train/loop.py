@@ -31,12 +31,20 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from minillm.batches import RandomWindows, sequential_windows
 from minillm.checkpoint import load_checkpoint, save_checkpoint
-from minillm.optim import global_grad_norm, param_groups, set_lr
+from minillm.model import GPT
+from minillm.optim import param_groups, set_lr
 from minillm.train.config import DTYPES, TrainConfig
 
 __all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
@@ -162,9 +170,13 @@ class Trainer:
             if not hasattr(model, "activation_checkpointing"):
                 raise ValueError(f"activation_checkpointing needs a minillm GPT, got {type(model).__name__}")
             model.activation_checkpointing = True
-        if self.ctx.enabled:
+        self.fsdp = self.ctx.enabled and c.parallel == "fsdp"
+        if self.fsdp:
+            self._shard_blocks()  # the model's own parameters become shards: no wrapper
+            self.model: nn.Module = self.raw_model
+        elif self.ctx.enabled:
             ids = [self.ctx.local_rank] if self.device.type == "cuda" else None
-            self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
+            self.model = DistributedDataParallel(self.raw_model, device_ids=ids)
         else:
             self.model = self.raw_model
         if c.compile:  # the compiled wrapper shares the raw model's parameters; checkpoints save the raw model
@@ -190,8 +202,25 @@ class Trainer:
         # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
         flops = getattr(self.raw_model, "flops_per_token", None)  # a GPT knows its FLOPs; other models skip MFU
         self.flops_per_token = flops(c.context_length) if flops is not None else None
-        self.autocast_dtype = DTYPES[c.dtype]
+        self.autocast_dtype = None if self.fsdp else DTYPES[c.dtype]  # under FSDP its precision policy casts
         self.scaler = torch.amp.GradScaler(self.device.type) if c.dtype == "fp16" else None
+
+    def _shard_blocks(self) -> None:
+        """FSDP (PyTorch's ``fully_shard``): every block's parameters, gradients and AdamW states are split across
+        the ranks and gathered only while that block computes — ZeRO-3, notebook 07. bf16 gathers and computes
+        in bf16 and reduces gradients in fp32; the shards (master weights) stay fp32."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        blocks = getattr(self.raw_model, "blocks", None)
+        if blocks is None:
+            raise ValueError(
+                f"parallel='fsdp' shards a minillm GPT block by block, got {type(self.raw_model).__name__}"
+            )
+        dtype = DTYPES[self.config.dtype]
+        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
+        for block in blocks:
+            fully_shard(block, mp_policy=policy)
+        fully_shard(self.raw_model, mp_policy=policy)
 
     def _forward_precision(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
@@ -214,7 +243,9 @@ class Trainer:
             batch = tuple(t.to(self.device, non_blocking=True) for t in self.batches.next_batch())
             tokens += batch[0].numel() * self.ctx.world_size
             last = micro == c.grad_accum - 1
-            sync = contextlib.nullcontext() if last or not self.ctx.enabled else model.no_sync()
+            if self.fsdp:  # reduce-scatter the gradients only after the last micro-batch
+                self.raw_model.set_requires_gradient_sync(last)
+            sync = contextlib.nullcontext() if last or not self.ctx.enabled or self.fsdp else model.no_sync()
             with sync:
                 with self._forward_precision():
                     out = self.loss_fn(model, batch)
@@ -227,11 +258,9 @@ class Trainer:
         loss_value = _mean_over_ranks(loss_sum, self.ctx).item()
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-        params = self.raw_model.parameters()
-        if c.grad_clip is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, c.grad_clip, foreach=True).item()
-        else:
-            grad_norm = global_grad_norm(params).item()
+        # the global norm (over every rank's shards under FSDP); without clipping the bound is infinite: norm only
+        norm = torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), c.grad_clip or math.inf, foreach=True)
+        grad_norm = (norm.full_tensor() if hasattr(norm, "full_tensor") else norm).item()
         record = {"step": self.step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm, **extra}
         if self.scaler is not None and math.isfinite(loss_value):
             # an overflowed gradient (inf norm) is expected now and then: the scaler skips that step and halves S
@@ -284,7 +313,7 @@ class Trainer:
             while self.step < end:
                 record = self.train_step()
                 last = self.step == end
-                if self.val_tokens is not None and self.ctx.is_main and c.eval_interval:
+                if self.val_tokens is not None and (self.ctx.is_main or self.fsdp) and c.eval_interval:
                     if self.step % c.eval_interval == 0 or (last and end == c.max_steps):
                         record["val_loss"] = self.evaluate()
                 self.history.append(record)
@@ -302,10 +331,13 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------- resume
     def state_dict(self) -> dict:
+        # Full (unsharded) tensors keyed by parameter name, whatever the parallelism: a checkpoint of an FSDP run
+        # resumes on any number of ranks, or in one process, and loads with weights_only=True (no DTensors).
+        full = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
         state = {
             "step": self.step,
-            "model": self.raw_model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": get_model_state_dict(self.raw_model, options=full),
+            "optimizer": get_optimizer_state_dict(self.raw_model, self.optimizer, options=full),
             "batches": self.batches.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "history": self.history,
@@ -318,8 +350,12 @@ class Trainer:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.raw_model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        full = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(self.raw_model, state["model"], options=full)
+        if all(isinstance(key, int) for key in state["optimizer"].get("state", {})):  # written before names
+            self.optimizer.load_state_dict(state["optimizer"])
+        else:
+            set_optimizer_state_dict(self.raw_model, self.optimizer, state["optimizer"], options=full)
         self.batches.load_state_dict(state["batches"])
         torch.set_rng_state(state["torch_rng"])
         if "cuda_rng" in state and torch.cuda.is_available():
@@ -330,10 +366,25 @@ class Trainer:
         self.step = int(state["step"])
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write a resumable checkpoint (rank 0 writes; all ranks hold the same state)."""
+        """Write a resumable checkpoint (rank 0 writes; under FSDP every rank first helps gather the shards)."""
+        state = self.state_dict() if self.ctx.is_main or self.fsdp else None
         if self.ctx.is_main:
-            save_checkpoint(self.state_dict(), path)
+            save_checkpoint(state, path)
         self.ctx.barrier()
+
+    def full_model(self) -> nn.Module | None:
+        """The trained model as one ordinary module on rank 0 (None on the others), e.g. to sample from and save.
+
+        Under FSDP its shards are gathered, so every rank must call this; otherwise it is the model itself.
+        """
+        if not self.fsdp:
+            return self.raw_model if self.ctx.is_main else None
+        weights = get_model_state_dict(self.raw_model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if not self.ctx.is_main:
+            return None
+        model = GPT(self.raw_model.config)
+        model.load_state_dict(weights)
+        return model.to(self.device).eval()
 
     def load(self, path: str | os.PathLike) -> None:
         """Continue from a checkpoint written by :meth:`save`."""

@@ -49,7 +49,7 @@ from minillm.seed import seed_everything
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, ENDOFTEXT, BPETokenizer
 from minillm.train.config import ConfigError, TrainConfig
 from minillm.train.history import write_history
-from minillm.train.loop import DistContext, Trainer
+from minillm.train.loop import DistContext, Trainer, validation_loss
 
 CHECKPOINT_FILE = "checkpoint.pt"
 RECORD_FILE = "run.json"  # what defines the run: every setting, and the input files' SHA-256
@@ -292,11 +292,17 @@ def _train(
     trainer.run(checkpoint_path=checkpoint_path)
 
     metrics: dict = {}
+    final = trainer.full_model()  # under FSDP every rank helps gather the shards; rank 0 gets the whole model
     if ctx.is_main:
         history = trainer.history
-        val_loss = trainer.evaluate() if val_tokens is not None else None
+        c = config
+        val_loss = (
+            validation_loss(final, val_tokens, c.context_length, c.batch_size, c.eval_batches)
+            if val_tokens is not None
+            else None
+        )
         metrics = {
-            "parameters": model.num_parameters(),
+            "parameters": final.num_parameters(),
             "steps": trainer.step,
             "tokens_seen": trainer.step * config.tokens_per_step,
             "train_tokens": int(len(train_tokens)),
@@ -308,9 +314,9 @@ def _train(
             "tokens_per_s": round(float(np.median([r["tokens_per_s"] for r in history])), 1) if history else None,
             "world_size": ctx.world_size,
         }
-        samples = sample_stories(trainer.raw_model, tokenizer, n=3, max_new_tokens=config.sample_tokens, seed=0)
+        samples = sample_stories(final, tokenizer, n=3, max_new_tokens=config.sample_tokens, seed=0)
         metadata = {"train": config.to_dict(), "metrics": metrics, "samples": samples}
-        save_pretrained(out_dir, trainer.raw_model, tokenizer, metadata)
+        save_pretrained(out_dir, final, tokenizer, metadata)
         write_history(history, out_dir)
         print(json.dumps(metrics, indent=2))
         for i, text in enumerate(samples):
