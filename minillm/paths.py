@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -28,8 +30,35 @@ def repo_root() -> Path:
 
 
 def data_dir() -> Path:
-    """The committed ``data/`` folder."""
-    return repo_root() / "data"
+    """The course's ``data/``: the repository's, or — for an installed package outside a clone — a cache folder.
+
+    Outside a clone the folder (``$MINILLM_DATA``, default ``~/.cache/minillm/data-<version>``) is filled on
+    first use: the text files by the package's deterministic generator (``minillm.datagen``, a few seconds; the
+    same bytes as the repository's ``data/``), and the base checkpoints the wheel carries (``minillm/_data``).
+    """
+    try:
+        return repo_root() / "data"
+    except FileNotFoundError:
+        return _installed_data()
+
+
+def _installed_data() -> Path:
+    from minillm import __version__, datagen
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = Path(os.environ.get("MINILLM_DATA") or cache / "minillm" / f"data-{__version__}")
+    if not (folder / datagen.MANIFEST).is_file():
+        print(f"minillm: not inside the course repository: writing the course data to {folder}", file=sys.stderr)
+        staging = folder.with_name(f".{folder.name}.{os.getpid()}")  # complete before it appears
+        datagen.write_files(staging, datagen.generate_files())
+        shipped = _PACKAGE_DIR / "_data"
+        for checkpoint in sorted(shipped.iterdir()) if shipped.is_dir() else []:
+            shutil.copytree(checkpoint, staging / checkpoint.name)
+        try:
+            staging.rename(folder)
+        except OSError:  # another process finished first: use its folder
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 def data_path(name: str) -> Path:

@@ -1,0 +1,27 @@
+"""Build hook: the wheel carries the course's base checkpoint (``data/base_long``) as package data.
+
+Why: ``python -m minillm --preset demo`` post-trains that checkpoint, and a practitioner who installs the wheel
+has no clone. Outside a clone ``minillm.paths.data_dir`` regenerates the course's text data and copies this
+checkpoint next to it. Everything else about the build is in ``pyproject.toml``.
+"""
+
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+SHIPPED_CHECKPOINTS = ("base_long",)
+
+
+class BuildPyWithCheckpoints(build_py):
+    def run(self) -> None:
+        super().run()
+        root = Path(__file__).resolve().parent
+        for name in SHIPPED_CHECKPOINTS:
+            source = root / "data" / name
+            if source.is_dir():  # an sdist without data/ builds a wheel without the checkpoint
+                shutil.copytree(source, Path(self.build_lib) / "minillm" / "_data" / name, dirs_exist_ok=True)
+
+
+setup(cmdclass={"build_py": BuildPyWithCheckpoints})
