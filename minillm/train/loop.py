@@ -11,9 +11,13 @@ fine-tuning (:func:`minillm.sft.train_sft`) trains chat examples with a response
 loop — same optimizer, schedule, clipping, NaN guard, history and checkpoints.
 
 Data parallelism: launched under ``torchrun --nproc_per_node=N`` (gloo on CPU, NCCL on GPUs) the model is
-wrapped in PyTorch's ``DistributedDataParallel``. ``batch_size`` is the *global* batch: every rank draws
-the same windows and trains on its own slice, and DDP averages the gradients, so N processes take the
-same steps as one process with the whole batch.
+wrapped in PyTorch's ``DistributedDataParallel``, or with ``parallel="fsdp"`` sharded block by block with
+``fully_shard``. ``batch_size`` is the *global* batch: every rank draws the same windows and trains on its own
+slice, and the gradients are averaged, so N processes take the same steps as one process with the whole batch.
+
+Precision and speed switches (``TrainConfig``): ``dtype`` (fp32, bf16 or fp16 autocast with fp32 master
+weights; fp16 adds loss scaling), ``activation_checkpointing``, ``compile``; ``peak_tflops`` adds MFU to the
+history.
 """
 
 from __future__ import annotations
@@ -198,10 +202,10 @@ class Trainer:
         self.val_tokens = val_tokens
         self.step = 0
         self.history: list[dict] = []
-        # Mixed precision (notebook 08): the forward pass runs under autocast in bf16/fp16 while the weights, their
-        # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
         flops = getattr(self.raw_model, "flops_per_token", None)  # a GPT knows its FLOPs; other models skip MFU
         self.flops_per_token = flops(c.context_length) if flops is not None else None
+        # Mixed precision (notebook 08): the forward pass runs under autocast in bf16/fp16 while the weights, their
+        # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
         self.autocast_dtype = None if self.fsdp else DTYPES[c.dtype]  # under FSDP its precision policy casts
         self.scaler = torch.amp.GradScaler(self.device.type) if c.dtype == "fp16" else None
 
