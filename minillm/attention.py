@@ -124,9 +124,11 @@ class LayerKVCache:
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention: x [B, T, d_model] → [B, T, d_model].
 
-    Submodules: ``qkv`` (one Linear d_model → 3·d_model whose output is laid out [q | k | v], each
-    split into heads as [n_head, head_dim] in order) and ``proj`` (d_model → d_model, the residual
+    Submodules: ``qkv`` (one Linear whose output is laid out [q | k | v]: q split into ``n_head`` heads, k and v
+    into ``n_kv_head`` heads of the same width, in order) and ``proj`` (d_model → d_model, the residual
     projection). With ``rope`` set, queries and keys are rotated (see :mod:`minillm.embeddings`).
+    ``n_kv_head`` < ``n_head`` is grouped-query attention (1: multi-query): each group of n_head / n_kv_head
+    query heads reads the same key and value head, so the KV cache is that many times smaller.
     """
 
     def __init__(
@@ -137,25 +139,31 @@ class CausalSelfAttention(nn.Module):
         dropout: float = 0.0,
         attn_impl: str = "sdpa",
         rope: RotaryEmbedding | None = None,
+        n_kv_head: int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(n_head, int) or n_head <= 0 or d_model % n_head:
             raise ValueError(f"n_head={n_head!r} must be a positive int that divides d_model={d_model}")
+        n_kv_head = n_head if n_kv_head is None else n_kv_head
+        if not isinstance(n_kv_head, int) or n_kv_head <= 0 or n_head % n_kv_head:
+            raise ValueError(f"n_kv_head={n_kv_head!r} must be a positive int that divides n_head={n_head}")
         if attn_impl not in ATTENTION_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTENTION_IMPLS}, got {attn_impl!r}")
         self.d_model, self.n_head, self.head_dim = d_model, n_head, d_model // n_head
+        self.n_kv_head, self.kv_width = n_kv_head, n_kv_head * (d_model // n_head)
         self.attn_impl = attn_impl
         self.dropout = dropout
-        self.qkv = linear(d_model, 3 * d_model, bias=bias)
+        self.qkv = linear(d_model, d_model + 2 * self.kv_width, bias=bias)
         self.proj = linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
         self.rope = rope
 
     def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x [B, T, d_model] → q, k, v each [B, n_head, T, head_dim]."""
+        """x [B, T, d_model] → q [B, n_head, T, head_dim]; k, v [B, n_kv_head, T, head_dim]."""
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).split(self.d_model, dim=-1)
-        return tuple(t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self.qkv(x).split([self.d_model, self.kv_width, self.kv_width], dim=-1)
+        heads = (self.n_head, self.n_kv_head, self.n_kv_head)
+        return tuple(t.view(B, T, h, self.head_dim).transpose(1, 2) for t, h in zip((q, k, v), heads, strict=True))
 
     def forward(
         self,
@@ -178,6 +186,8 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.append(k, v, start_pos)
         elif start_pos != 0:
             raise ValueError(f"start_pos={start_pos} needs a kv_cache holding the earlier positions")
+        if self.n_kv_head != self.n_head:  # each key/value head serves n_head / n_kv_head query heads, in order
+            k, v = (t.repeat_interleave(self.n_head // self.n_kv_head, dim=1) for t in (k, v))
         num_keys = k.shape[-2]
         # Causal structure: no mask for a single new token (it sees everything cached), the fused
         # is_causal flag when queries and keys coincide, an explicit offset mask otherwise.

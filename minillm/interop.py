@@ -44,6 +44,8 @@ def architecture_of(config: GPTConfig) -> str:
     """ "gpt2" or "llama": which ``transformers`` architecture holds this config exactly; else ValueError."""
     fields = {key: getattr(config, key) for key in _GPT2}
     if fields == _GPT2:
+        if config.n_kv_head != config.n_head:
+            raise ValueError("GPT-2 has no grouped-query attention: n_kv_head must equal n_head for a gpt2 export")
         return "gpt2"
     if fields == _LLAMA:
         return "llama"
@@ -76,7 +78,7 @@ def to_hf_config(config: GPTConfig, bos_token_id: int | None = None, eos_token_i
         intermediate_size=config.d_ff,
         num_hidden_layers=config.n_layer,
         num_attention_heads=config.n_head,
-        num_key_value_heads=config.n_head,
+        num_key_value_heads=config.n_kv_head,
         max_position_embeddings=config.context_length,
         rms_norm_eps=config.norm_eps,
         rope_theta=config.rope_base,
@@ -138,7 +140,8 @@ def to_hf_state_dict(model: GPT) -> dict[str, torch.Tensor]:
         for a, b in _llama_names(config.n_layer):
             out[b] = ours[a]
         for i in range(config.n_layer):
-            q, k, v = ours[f"blocks.{i}.attn.qkv.weight"].chunk(3, dim=0)
+            kv = config.n_kv_head * config.head_dim
+            q, k, v = ours[f"blocks.{i}.attn.qkv.weight"].split([config.d_model, kv, kv], dim=0)
             for name, tensor in zip(("q_proj", "k_proj", "v_proj"), (q, k, v), strict=True):
                 out[f"model.layers.{i}.self_attn.{name}.weight"] = tensor
     if not config.tie_embeddings:
@@ -214,8 +217,6 @@ def import_pretrained(hf_model: Any) -> GPT:
         )
         ours = {a: state[b].t() if transpose else state[b] for a, b, transpose in _gpt2_names(config.n_layer)}
     elif hf_config.model_type == "llama":
-        if hf_config.num_key_value_heads != hf_config.num_attention_heads:
-            raise ValueError("grouped-query attention (num_key_value_heads < num_attention_heads) has no minillm form")
         if getattr(hf_config, "attention_bias", False) or getattr(hf_config, "mlp_bias", False):
             raise ValueError("Llama models with biases have no minillm llama-style form")
         rope = getattr(hf_config, "rope_parameters", None) or {}
@@ -227,6 +228,7 @@ def import_pretrained(hf_model: Any) -> GPT:
             context_length=hf_config.max_position_embeddings,
             n_layer=hf_config.num_hidden_layers,
             n_head=hf_config.num_attention_heads,
+            n_kv_head=hf_config.num_key_value_heads,
             d_model=hf_config.hidden_size,
             d_ff=hf_config.intermediate_size,
             norm_eps=hf_config.rms_norm_eps,

@@ -228,11 +228,12 @@ def count_trainable(model: nn.Module) -> int:
 def lora_parameter_count(config: GPTConfig, rank: int, targets: Sequence[str] = ("attn", "mlp")) -> int:
     """Closed form of the adapters' size for a :class:`minillm.model.GPTConfig`: Σ r·(in + out) per matrix.
 
-    Per block: qkv d→3d, proj d→d; GELU MLP fc d→f, proj f→d; SwiGLU gate and up d→f, down f→d.
+    Per block: qkv d→d + 2·kv (kv = n_kv_head·head_dim, d without grouped-query attention), proj d→d; GELU MLP
+    fc d→f, proj f→d; SwiGLU gate and up d→f, down f→d.
     """
     _check_rank_alpha(rank, None)
-    d, f = config.d_model, config.d_ff
-    shapes = {"attn.qkv": (d, 3 * d), "attn.proj": (d, d)}
+    d, f, kv = config.d_model, config.d_ff, config.n_kv_head * config.head_dim
+    shapes = {"attn.qkv": (d, d + 2 * kv), "attn.proj": (d, d)}
     if config.mlp == "gelu":
         shapes |= {"mlp.fc": (d, f), "mlp.proj": (f, d)}
     else:

@@ -88,6 +88,7 @@ class GPTConfig:
     attn_impl: str = "sdpa"
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    n_kv_head: int | None = None  # key/value heads: n_head (multi-head), fewer (grouped-query), 1 (multi-query)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model"):
@@ -99,6 +100,14 @@ class GPTConfig:
             raise ValueError(
                 f"n_head={self.n_head} does not divide d_model={self.d_model}; each head gets d_model/n_head "
                 f"dimensions, so choose n_head from {fits} (or change d_model)"
+            )
+        if self.n_kv_head is None:
+            self.n_kv_head = self.n_head
+        if not isinstance(self.n_kv_head, int) or isinstance(self.n_kv_head, bool) or self.n_kv_head <= 0:
+            raise ValueError(f"n_kv_head must be a positive int or None, got {self.n_kv_head!r}")
+        if self.n_head % self.n_kv_head:
+            raise ValueError(
+                f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head}: each group of query heads shares one"
             )
         for name, allowed in (
             ("norm", _NORMS),
@@ -133,6 +142,14 @@ class GPTConfig:
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
+    def kv_cache_bytes(self, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
+        """Memory of the KV cache: keys and values, n_layer × batch × seq_len × n_kv_head × head_dim each.
+
+        Grouped-query attention shrinks it by n_head / n_kv_head (multi-query by n_head): what makes long
+        contexts and large batches affordable at inference.
+        """
+        return 2 * self.n_layer * batch_size * seq_len * self.n_kv_head * self.head_dim * bytes_per_value
+
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> GPTConfig:
         """A preset ("gpt2-style", "llama-style", "gpt2-small") with any fields overridden."""
@@ -158,7 +175,8 @@ def count_parameters(config: GPTConfig) -> int:
     """Closed-form parameter count of ``GPT(config)`` (tied weights counted once)."""
     d, f, V, L = config.d_model, config.d_ff, config.vocab_size, config.n_layer
     norm = (2 * d if config.bias else d) if config.norm == "layernorm" else d
-    attn = 4 * d * d + (4 * d if config.bias else 0)  # qkv (d×3d) + proj (d×d)
+    kv = config.n_kv_head * config.head_dim  # width of k and of v: d for multi-head attention
+    attn = 2 * d * d + 2 * d * kv + ((2 * d + 2 * kv) if config.bias else 0)  # qkv (d → d + 2·kv) + proj (d×d)
     if config.mlp == "gelu":
         mlp = 2 * d * f + ((f + d) if config.bias else 0)  # fc, proj
     else:
@@ -176,7 +194,7 @@ class Block(nn.Module):
         c = config
         self.norm1 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         rope = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base) if c.pos == "rope" else None
-        self.attn = CausalSelfAttention(c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope)
+        self.attn = CausalSelfAttention(c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope, c.n_kv_head)
         self.norm2 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         if c.mlp == "gelu":
             self.mlp: nn.Module = GeluMLP(c.d_model, c.d_ff, bias=c.bias, dropout=c.dropout)
@@ -193,7 +211,7 @@ class KVCache:
 
     def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str | None, dtype: torch.dtype):
         self.layers = [
-            LayerKVCache(batch_size, config.n_head, config.context_length, config.head_dim, device, dtype)
+            LayerKVCache(batch_size, config.n_kv_head, config.context_length, config.head_dim, device, dtype)
             for _ in range(config.n_layer)
         ]
         self.length = 0

@@ -38,6 +38,8 @@ CASES = [
     ("gpt2-style", {"tie_embeddings": False}),
     ("llama-style", {}),
     ("llama-style", {"tie_embeddings": True}),
+    ("llama-style", {"n_kv_head": 2}),  # grouped-query attention
+    ("llama-style", {"n_kv_head": 1}),  # multi-query attention
 ]
 
 
@@ -57,7 +59,7 @@ def test_export_loads_with_automodel_and_logits_match(tmp_path, preset, override
     assert diff <= LOGIT_TOL, diff
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "llama-gqa"])
 def test_import_from_a_random_transformers_model(kind) -> None:
     torch.manual_seed(0)
     if kind == "gpt2":
@@ -72,14 +74,15 @@ def test_import_from_a_random_transformers_model(kind) -> None:
             intermediate_size=160,
             num_hidden_layers=2,
             num_attention_heads=4,
-            num_key_value_heads=4,
+            num_key_value_heads=2 if kind == "llama-gqa" else 4,
             max_position_embeddings=32,
         )
         hf = transformers.LlamaForCausalLM(cfg)
     hf.eval()
     _perturb(hf)
     ours = import_pretrained(hf)
-    assert architecture_of(ours.config) == kind
+    assert architecture_of(ours.config) == kind.removesuffix("-gqa")
+    assert ours.config.n_kv_head == (2 if kind == "llama-gqa" else 4)
     ids = torch.randint(0, 300, (2, 32), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         diff = (hf(ids).logits - ours(ids)).abs().max().item()
@@ -89,6 +92,8 @@ def test_import_from_a_random_transformers_model(kind) -> None:
 def test_unsupported_layouts_are_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="gpt2-style"):
         export_pretrained(GPT(_small("gpt2-style", pos="rope")), tmp_path)
+    with pytest.raises(ValueError, match="GPT-2 has no grouped-query attention"):
+        export_pretrained(GPT(_small("gpt2-style", n_kv_head=2)), tmp_path)
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     with pytest.raises(ValueError, match="gelu_new"):
         import_pretrained(hf)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -386,3 +387,35 @@ def test_bad_inputs_are_clear_errors():
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, top_p=1.5)
     with pytest.raises(ValueError, match="temperature"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
+
+
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1])
+@pytest.mark.parametrize("preset", ["gpt2-style", "llama-style"])
+def test_grouped_query_attention_is_multi_head_attention_with_shared_key_value_heads(preset, n_kv_head):
+    """A GQA model equals the multi-head model whose key and value heads are copied to every query head of their
+    group (an independent construction of the same function); its parameter count and KV cache follow the closed
+    forms, and cached decoding equals recomputation."""
+    torch.manual_seed(0)
+    config = GPTConfig.preset(
+        preset, vocab_size=97, context_length=24, n_layer=2, n_head=4, d_model=32, n_kv_head=n_kv_head
+    )
+    gqa = GPT(config).eval()
+    assert gqa.num_parameters() == count_parameters(config)
+    mha = GPT(dataclasses.replace(config, n_kv_head=4)).eval()
+    state, d, hd, group = gqa.state_dict(), 32, 8, 4 // n_kv_head
+    for name, tensor in state.items():
+        if name.endswith("attn.qkv.weight") or name.endswith("attn.qkv.bias"):
+            q, k, v = tensor.split([d, n_kv_head * hd, n_kv_head * hd])
+            k, v = (t.unflatten(0, (n_kv_head, hd)).repeat_interleave(group, 0).flatten(0, 1) for t in (k, v))
+            state[name] = torch.cat([q, k, v])
+    mha.load_state_dict(state)
+    ids = torch.randint(0, 97, (3, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(gqa(ids), mha(ids), atol=1e-5, rtol=0)
+        cache = gqa.new_kv_cache(3)
+        stepwise = torch.cat([gqa(ids[:, t : t + 1], kv_cache=cache) for t in range(24)], dim=1)
+    torch.testing.assert_close(stepwise, gqa(ids), atol=1e-5, rtol=0)
+    held = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
+    assert held == config.kv_cache_bytes(3, 24, bytes_per_value=4) == 2 * 2 * 3 * 24 * n_kv_head * 8 * 4
+    with pytest.raises(ValueError, match="n_kv_head=3 must divide n_head=4"):
+        dataclasses.replace(config, n_kv_head=3)

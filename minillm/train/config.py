@@ -58,6 +58,7 @@ class TrainConfig:
     preset: str = "gpt2-style"
     n_layer: int = 4
     n_head: int = 4
+    n_kv_head: int | None = None  # fewer key/value heads than n_head: grouped-query attention (None: n_head)
     d_model: int = 128
     context_length: int = 256
     dropout: float = 0.0
@@ -191,6 +192,7 @@ class TrainConfig:
             context_length=self.context_length,
             n_layer=self.n_layer,
             n_head=self.n_head,
+            n_kv_head=self.n_kv_head,
             d_model=self.d_model,
             dropout=self.dropout,
         )
