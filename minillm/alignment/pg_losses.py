@@ -1,0 +1,98 @@
+"""Per-token policy-gradient losses, as GRPO and RL-with-verifiable-rewards recipes write them.
+
+Every loss here is a ``[N, L]`` tensor of per-token terms over N sampled responses (rows) and their tokens,
+turned into one number by a *reduction* — a choice the recipes differ on, and that changes which responses
+weigh most:
+
+* ``"token"`` — the mean over every response token of the batch (DAPO, Yu et al. 2025): a long response
+  counts as many times as it has tokens;
+* ``"sequence"`` — the mean over responses of each response's own token mean (GRPO as first written,
+  Shao et al. 2024): every response weighs the same, so each token of a short one weighs more;
+* ``"constant"`` — the token sum divided by N × ``max_len``, a normaliser that does not depend on the
+  lengths sampled (Dr. GRPO, Liu et al. 2025), so no length is favoured.
+
+The losses: REINFORCE (``−A·log π(token)``, with or without a baseline subtracted from the reward) and the
+clipped surrogate of PPO/GRPO per token. Advantages come from :func:`group_advantages`, GRPO's
+``(r − mean)/(std + ε)`` within each prompt's group, or only ``r − mean`` (``scale=False``, as Dr. GRPO
+argues: dividing by a small std over-weights easy or hopeless prompts).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minillm.alignment.advantages import grpo_advantages
+
+__all__ = ["REDUCTIONS", "reduce_token_losses", "group_advantages", "reinforce_loss", "clipped_token_loss"]
+
+REDUCTIONS = ("token", "sequence", "constant")
+
+
+def reduce_token_losses(
+    losses: torch.Tensor, mask: torch.Tensor, reduction: str, max_len: int | None = None
+) -> torch.Tensor:
+    """One number from per-token ``losses`` [N, L] over the tokens where ``mask`` is 1 (see the module docstring).
+
+    ``max_len`` is the constant normaliser's length (default: L, the padded width).
+    """
+    if losses.shape != mask.shape or losses.dim() != 2:
+        raise ValueError(f"losses and mask must both be [N, L], got {tuple(losses.shape)} and {tuple(mask.shape)}")
+    m = mask.to(losses.dtype)
+    if reduction == "token":
+        return (losses * m).sum() / m.sum().clamp(min=1)
+    if reduction == "sequence":
+        return ((losses * m).sum(1) / m.sum(1).clamp(min=1)).mean()
+    if reduction == "constant":
+        return (losses * m).sum() / (losses.shape[0] * (max_len or losses.shape[1]))
+    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
+    """Each response's reward relative to its group: ``(r − mean)/(std + eps)``, or ``r − mean`` without ``scale``.
+
+    ``rewards`` [N] holds consecutive groups of ``group_size`` responses to the same prompt.
+    """
+    if scale:
+        return grpo_advantages(rewards, group_size, eps)
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    grouped = rewards.reshape(-1, group_size)
+    return (grouped - grouped.mean(1, keepdim=True)).reshape(rewards.shape)
+
+
+def reinforce_loss(
+    logp: torch.Tensor,
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    baseline: torch.Tensor | float | None = None,
+    reduction: str = "token",
+) -> torch.Tensor:
+    """REINFORCE: per token ``−(r − b)·log π(token)``, its gradient ``−(r − b)·∇log π`` (Williams 1992).
+
+    ``logp`` [N, L] are the sampled tokens' log-probs under the policy, ``rewards`` [N] one per response,
+    ``baseline`` None (no baseline), a number, or [N] (e.g. the group mean): subtracting it leaves the
+    gradient's expectation unchanged and lowers its variance.
+    """
+    advantage = rewards if baseline is None else rewards - baseline
+    return reduce_token_losses(-advantage.detach()[:, None] * logp, mask, reduction)
+
+
+def clipped_token_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.2,
+    reduction: str = "token",
+) -> torch.Tensor:
+    """The PPO/GRPO clipped surrogate per token: ``−min(ρ·A, clip(ρ, 1 − ε, 1 + ε)·A)``, ρ = π/π_old.
+
+    ``advantages`` is [N] (one per response, as GRPO's group advantage) or [N, L] (per token, as GAE).
+    """
+    if clip_eps <= 0:
+        raise ValueError(f"clip_eps must be positive, got {clip_eps}")
+    a = advantages.detach()
+    a = a[:, None] if a.dim() == 1 else a
+    ratio = torch.exp(logp - old_logp.detach())
+    surrogate = torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
+    return reduce_token_losses(-surrogate, mask, reduction)
