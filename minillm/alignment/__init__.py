@@ -8,6 +8,7 @@ One file per idea, read in this order:
 - :mod:`~minillm.alignment.advantages` — GAE (with a value head) and GRPO group-normalised advantages;
 - :mod:`~minillm.alignment.ppo` — the clipped surrogate and the KL-penalised per-token reward;
 - :mod:`~minillm.alignment.rlhf` — the RLHF loop: sample rollouts, score them, PPO or GRPO updates;
+- :mod:`~minillm.alignment.pg_losses` — per-token policy-gradient losses (REINFORCE, clipped) and their reductions;
 - :mod:`~minillm.alignment.dpo` — direct preference optimisation from pairs, no reward model;
 - :mod:`~minillm.alignment.training` — the reward-model and DPO training loops over preference pairs.
 
