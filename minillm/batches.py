@@ -194,12 +194,8 @@ def _encode_part(path: Path, start: int, end: int) -> np.ndarray:
         raise ValueError(f"{path}: not UTF-8 text (byte {start + err.start}); save it as UTF-8 first") from None
     if start == 0:
         text = text.removeprefix("\ufeff")
-    eot = tokenizer.special_tokens[ENDOFTEXT]
-    ids: list[int] = []
-    for document in split_documents(text.replace("\r\n", "\n").replace("\r", "\n")):
-        ids.extend(tokenizer.encode(document, allowed_special="none"))
-        ids.append(eot)
-    return np.asarray(ids, dtype=token_dtype(tokenizer.vocab_size))
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return encode_documents(tokenizer, text).astype(token_dtype(tokenizer.vocab_size))
 
 
 def _encode_parts(tokenizer: BPETokenizer, path: Path, workers: int, part_bytes: int) -> Iterator[np.ndarray]:

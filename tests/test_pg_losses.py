@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
+from minillm.alignment.advantages import grpo_advantages
 from minillm.alignment.pg_losses import (
     REDUCTIONS,
     clipped_token_loss,
-    group_advantages,
     reduce_token_losses,
     reinforce_loss,
 )
@@ -40,7 +40,7 @@ def _reduce_by_hand(values: list[list[float]], mask: torch.Tensor, reduction: st
 @pytest.mark.parametrize("baseline", [None, 0.4, "group"])
 def test_reinforce_equals_the_loop_and_its_gradient_is_minus_advantage(reduction, baseline):
     logp, _, mask, rewards = _batch()
-    b = group_advantages(rewards, 2, scale=False) if baseline == "group" else None
+    b = grpo_advantages(rewards, 2, scale=False) if baseline == "group" else None
     base = rewards - b if baseline == "group" else baseline  # the group mean, per response
     loss = reinforce_loss(logp, rewards, mask, base, reduction)
     adv = [
@@ -61,7 +61,7 @@ def test_reinforce_equals_the_loop_and_its_gradient_is_minus_advantage(reduction
 @pytest.mark.parametrize("per_token", [False, True])
 def test_clipped_token_loss_equals_the_loop(reduction, per_token):
     logp, old, mask, rewards = _batch(1)
-    adv = group_advantages(rewards, 2)
+    adv = grpo_advantages(rewards, 2)
     if per_token:
         adv = adv[:, None] * torch.linspace(0.5, 1.5, 6, dtype=torch.float64)
     loss = clipped_token_loss(logp, old, adv, mask, 0.2, reduction)
@@ -78,8 +78,8 @@ def test_clipped_token_loss_equals_the_loop(reduction, per_token):
 
 def test_group_advantages_with_and_without_the_std():
     rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.5], dtype=torch.float64)
-    centred = group_advantages(rewards, 4, scale=False)
-    scaled = group_advantages(rewards, 4)
+    centred = grpo_advantages(rewards, 4, scale=False)
+    scaled = grpo_advantages(rewards, 4)
     for g in range(2):
         group = rewards[4 * g : 4 * g + 4].tolist()
         mean = sum(group) / 4
@@ -88,7 +88,7 @@ def test_group_advantages_with_and_without_the_std():
             assert centred[4 * g + j].item() == pytest.approx(group[j] - mean, abs=1e-15)
             assert scaled[4 * g + j].item() == pytest.approx((group[j] - mean) / (std + 1e-4), abs=1e-12)
     # a group where every answer got the same reward carries no signal either way
-    assert torch.equal(group_advantages(torch.ones(4), 4, scale=False), torch.zeros(4))
+    assert torch.equal(grpo_advantages(torch.ones(4), 4, scale=False), torch.zeros(4))
 
 
 def test_reductions_weigh_lengths_differently_and_bad_arguments_are_refused():

@@ -50,16 +50,19 @@ def gae(
     return advantages, returns
 
 
-def grpo_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
-    """Group-normalised advantages ``(r − mean_group) / (std_group + eps)``.
+def grpo_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-4, scale: bool = True) -> torch.Tensor:
+    """Group-normalised advantages ``(r − mean_group) / (std_group + eps)``; only ``r − mean_group`` without ``scale``.
 
     ``rewards`` is ``[N]`` with consecutive runs of ``group_size`` responses to the same prompt (or
     ``[P, G]``); the result has the same shape. The std is unbiased (divides by G − 1).
     """
-    if group_size < 2:
+    if group_size < (2 if scale else 1):
         raise ValueError(f"group_size must be at least 2 (a std needs two samples), got {group_size}")
     if rewards.numel() % group_size != 0:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    if not scale:
+        grouped = rewards.reshape(-1, group_size)
+        return (grouped - grouped.mean(dim=1, keepdim=True)).reshape(rewards.shape)
     grouped = rewards.reshape(-1, group_size).to(torch.float64 if rewards.dtype == torch.float64 else torch.float32)
     mean = grouped.mean(dim=1, keepdim=True)
     std = grouped.std(dim=1, unbiased=True, keepdim=True)

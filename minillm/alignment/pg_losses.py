@@ -12,18 +12,20 @@ weigh most:
   lengths sampled (Dr. GRPO, Liu et al. 2025), so no length is favoured.
 
 The losses: REINFORCE (``−A·log π(token)``, with or without a baseline subtracted from the reward) and the
-clipped surrogate of PPO/GRPO per token. Advantages come from :func:`group_advantages`, GRPO's
-``(r − mean)/(std + ε)`` within each prompt's group, or only ``r − mean`` (``scale=False``, as Dr. GRPO
-argues: dividing by a small std over-weights easy or hopeless prompts).
+clipped surrogate of PPO/GRPO per token (:func:`minillm.alignment.ppo.clipped_surrogate`). Advantages come from
+:func:`minillm.alignment.advantages.grpo_advantages`, GRPO's ``(r − mean)/(std + ε)`` within each prompt's group,
+or only ``r − mean`` (``scale=False``, as Dr. GRPO argues: dividing by a small std over-weights easy or hopeless
+prompts).
 """
 
 from __future__ import annotations
 
 import torch
 
-from minillm.alignment.advantages import grpo_advantages
+from minillm.alignment.logprobs import masked_sum
+from minillm.alignment.ppo import clipped_surrogate
 
-__all__ = ["REDUCTIONS", "reduce_token_losses", "group_advantages", "reinforce_loss", "clipped_token_loss"]
+__all__ = ["REDUCTIONS", "reduce_token_losses", "reinforce_loss", "clipped_token_loss"]
 
 REDUCTIONS = ("token", "sequence", "constant")
 
@@ -39,25 +41,12 @@ def reduce_token_losses(
         raise ValueError(f"losses and mask must both be [N, L], got {tuple(losses.shape)} and {tuple(mask.shape)}")
     m = mask.to(losses.dtype)
     if reduction == "token":
-        return (losses * m).sum() / m.sum().clamp(min=1)
+        return masked_sum(losses, mask) / m.sum().clamp(min=1)
     if reduction == "sequence":
-        return ((losses * m).sum(1) / m.sum(1).clamp(min=1)).mean()
+        return (masked_sum(losses, mask, dim=1) / m.sum(1).clamp(min=1)).mean()
     if reduction == "constant":
-        return (losses * m).sum() / (losses.shape[0] * (max_len or losses.shape[1]))
+        return masked_sum(losses, mask) / (losses.shape[0] * (max_len or losses.shape[1]))
     raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-
-
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True, eps: float = 1e-4) -> torch.Tensor:
-    """Each response's reward relative to its group: ``(r − mean)/(std + eps)``, or ``r − mean`` without ``scale``.
-
-    ``rewards`` [N] holds consecutive groups of ``group_size`` responses to the same prompt.
-    """
-    if scale:
-        return grpo_advantages(rewards, group_size, eps)
-    if group_size < 1 or rewards.numel() % group_size:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    grouped = rewards.reshape(-1, group_size)
-    return (grouped - grouped.mean(1, keepdim=True)).reshape(rewards.shape)
 
 
 def reinforce_loss(
@@ -89,10 +78,6 @@ def clipped_token_loss(
 
     ``advantages`` is [N] (one per response, as GRPO's group advantage) or [N, L] (per token, as GAE).
     """
-    if clip_eps <= 0:
-        raise ValueError(f"clip_eps must be positive, got {clip_eps}")
-    a = advantages.detach()
-    a = a[:, None] if a.dim() == 1 else a
-    ratio = torch.exp(logp - old_logp.detach())
-    surrogate = torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
-    return reduce_token_losses(-surrogate, mask, reduction)
+    per_token = advantages[:, None] if advantages.dim() == 1 else advantages
+    objective, _ = clipped_surrogate(logp, old_logp, per_token, clip_eps)
+    return reduce_token_losses(-objective, mask, reduction)

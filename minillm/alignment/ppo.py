@@ -57,6 +57,23 @@ def kl_penalised_rewards(
     return rewards, kl
 
 
+def clipped_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, clip_eps: float = 0.2
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token ``min(ρ Â, clip(ρ, 1−ε, 1+ε) Â)`` with ρ = π/π_old, and where the clipped term was the smaller.
+
+    The objective before any reduction: :func:`clipped_policy_loss` averages it over every token,
+    :mod:`minillm.alignment.pg_losses` offers the other reductions.
+    """
+    if clip_eps <= 0:
+        raise ValueError(f"clip_eps must be positive, got {clip_eps}")
+    ratio = torch.exp(logp - old_logp.detach())
+    advantages = advantages.detach()
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    return torch.minimum(unclipped, clipped), clipped < unclipped
+
+
 def clipped_policy_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -69,16 +86,11 @@ def clipped_policy_loss(
     Returns the loss and a few diagnostics: the fraction of tokens whose ratio was clipped and the
     approximate KL between the new and the sampling policy (k3 form).
     """
-    if clip_eps <= 0:
-        raise ValueError(f"clip_eps must be positive, got {clip_eps}")
-    log_ratio = logp - old_logp.detach()
-    ratio = torch.exp(log_ratio)
-    advantages = advantages.detach()
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = -masked_mean(torch.minimum(unclipped, clipped), mask)
+    objective, was_clipped = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+    loss = -masked_mean(objective, mask)
     with torch.no_grad():
-        clip_fraction = masked_mean((clipped < unclipped).to(logp.dtype), mask).item()
+        log_ratio = logp - old_logp
+        clip_fraction = masked_mean(was_clipped.to(logp.dtype), mask).item()
         approx_kl = masked_mean(torch.expm1(-log_ratio) + log_ratio, mask).item()
     return loss, {"clip_fraction": clip_fraction, "approx_kl": approx_kl}
 

@@ -19,7 +19,8 @@ from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
-from minillm.chat import END, ENDOFTEXT, encode_chat, encode_preference_pairs, generate_responses, special_token_id
+from minillm.batches import encode_documents
+from minillm.chat import END, encode_chat, encode_preference_pairs, generate_responses, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
@@ -121,13 +122,11 @@ def _shipped_base(run: Run, base: Path) -> dict:
     """The pretrain phase of a run that starts from a shipped checkpoint: copy it, measure it, sample it."""
     model, _, _ = load_pretrained(base, device=run.device)
     tokenizer = _tokenizer(run)
-    ids: list[int] = []
-    for story in load_stories(run.val_file)[:40]:
-        ids += tokenizer.encode(story, allowed_special="none") + [special_token_id(tokenizer, ENDOFTEXT)]
+    ids = encode_documents(tokenizer, "\n\n".join(load_stories(run.val_file)[:40]))  # the first 40 stories
     metrics = {
         "from": str(base),
         "parameters": model.num_parameters(),
-        "val_loss": round(validation_loss(model, torch.tensor(ids), model.config.context_length), 4),
+        "val_loss": round(validation_loss(model, ids, model.config.context_length), 4),
         "samples": sample_stories(model, tokenizer, n=2, max_new_tokens=120, seed=run.seed),
     }
     save_pretrained(run.phase_dir("pretrain") / "model", model, tokenizer, {"from": str(base), "metrics": metrics})
