@@ -25,7 +25,6 @@ from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
 from minillm.model import GPT
-from minillm.paths import data_dir
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
 from minillm.sft import train_sft
@@ -102,13 +101,8 @@ def _load_model(run: Run, phase: str) -> GPT:
 # ------------------------------------------------------------------------------------------- phases
 
 
-def base_dir(run: Run) -> Path | None:
-    """The shipped checkpoint the run starts from (``RunSize.base``), or None when it pretrains its own."""
-    return None if run.preset.base is None else data_dir() / run.preset.base
-
-
 def tokenizer_phase(run: Run) -> dict:
-    base = base_dir(run)
+    base = run.preset.base_dir()
     tokenizer = train_tokenizer(run.train_config()) if base is None else BPETokenizer.load(base / "tokenizer.json")
     tokenizer.save(run.phase_dir("tokenizer") / "tokenizer.json")
     sample = load_stories(run.val_file)[0]
@@ -134,7 +128,7 @@ def _shipped_base(run: Run, base: Path) -> dict:
 
 
 def pretrain_phase(run: Run) -> dict:
-    base = base_dir(run)
+    base = run.preset.base_dir()
     if base is not None:
         return _shipped_base(run, base)
     config, tokenizer = run.train_config(), _tokenizer(run)

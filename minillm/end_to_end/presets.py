@@ -14,9 +14,10 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from minillm.paths import repo_root
+from minillm.paths import data_dir, repo_root
 from minillm.train.config import TrainConfig
 
 #: TrainConfig fields a run size never sets: where the files are, and how this particular run executes.
@@ -73,6 +74,10 @@ class RunSize:
         if self.base is not None and self.pretrain:
             raise ValueError(f"a run size that starts from the checkpoint {self.base!r} has nothing to pretrain")
         TrainConfig.from_dict(dict(self.pretrain))  # unknown or inconsistent pretraining settings fail here
+
+    def base_dir(self) -> Path | None:
+        """The shipped checkpoint folder the run starts from (``base``), or None when it pretrains its own."""
+        return None if self.base is None else data_dir() / self.base
 
     def train_config(self, **run: Any) -> TrainConfig:
         """The pretraining config: this size's settings plus the run's files, seed and device (``run``)."""

@@ -143,8 +143,9 @@ def run_pipeline(
     sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
     try:
         inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}
-        if size.base is not None:  # the checkpoint a run starts from defines it as much as its data
-            inputs["base_model"] = input_file(data_dir() / size.base / "model.safetensors")
+        base = size.base_dir()
+        if base is not None:  # the checkpoint a run starts from defines it as much as its data
+            inputs["base_model"] = input_file(base / "model.safetensors")
     except FileNotFoundError as error:
         raise PipelineError(
             f"{error}; the course data ships in data/ (python -m minillm.datagen --out data)"

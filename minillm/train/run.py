@@ -295,12 +295,9 @@ def _train(
     final = trainer.full_model()  # under FSDP every rank helps gather the shards; rank 0 gets the whole model
     if ctx.is_main:
         history = trainer.history
-        c = config
-        val_loss = (
-            validation_loss(final, val_tokens, c.context_length, c.batch_size, c.eval_batches)
-            if val_tokens is not None
-            else None
-        )
+        val_loss = None
+        if val_tokens is not None:  # what Trainer.evaluate measures, on the gathered model
+            val_loss = validation_loss(final, val_tokens, config.context_length, config.batch_size, config.eval_batches)
         metrics = {
             "parameters": final.num_parameters(),
             "steps": trainer.step,
