@@ -16,11 +16,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.batches import RandomWindows
-from minillm.checkpoint import load_pretrained
+from minillm.checkpoint import CheckpointError, load_checkpoint, load_pretrained
 from minillm.model import GPT, GPTConfig
 from minillm.train import TrainConfig, Trainer
 from minillm.train.cli import main
 from minillm.train.config import ConfigError
+from minillm.train.sharded import read_full_state, shard_files_of
 
 TINY = dict(vocab_size=64, context_length=16, n_layer=2, n_head=2, d_model=32)
 
@@ -399,7 +400,7 @@ def test_every_shipped_config_loads_and_gpt2_small_has_gpt2_smalls_size():
 def test_fsdp_two_processes_equal_one_process_and_its_checkpoint_resumes_anywhere(tmp_path):
     """python -m minillm.train --parallel fsdp under torchrun (2 gloo ranks, every block sharded) takes the same
     steps as one process; a 3-step FSDP run resumed to 6 steps, under FSDP or in one process, finishes the same
-    run (its checkpoint holds full tensors by name). A constant rate, so that 3 steps are the start of 6."""
+    run (each rank writes its own shards, joined for one process). A constant rate: 3 steps start the 6."""
     train, val = _write_corpus(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -421,8 +422,30 @@ def test_fsdp_two_processes_equal_one_process_and_its_checkpoint_resumes_anywher
     assert meta_one["metrics"]["val_loss"] == pytest.approx(meta_two["metrics"]["val_loss"], abs=1e-5)
 
     train_run("part", 3, fsdp=True)
+    # Each rank wrote its own shards; rank 0's file holds the rest and names them. Joined, they are the model.
+    work = tmp_path / "part" / "work"
+    manifest = load_checkpoint(work / "checkpoint.pt")["shards"]
+    assert manifest["world_size"] == 2 and sorted(p.name for p in shard_files_of(work / "checkpoint.pt")) == sorted(
+        manifest["files"]
+    )
+    weights, optimizer = read_full_state(work / "checkpoint.pt", manifest)
+    model_part, _, _ = load_pretrained(tmp_path / "part")
+    assert all(torch.equal(weights[name], p) for name, p in model_part.state_dict().items())
+    parameters = dict(model_part.named_parameters())  # the tied output matrix is one parameter
+    assert set(optimizer["state"]) == set(parameters)
+    assert all(optimizer["state"][name]["exp_avg"].shape == p.shape for name, p in parameters.items())
     shutil.copytree(tmp_path / "part", tmp_path / "solo")
     resumed_fsdp = train_run("part", 6, True, "--resume")
     assert max(abs(a - b) for a, b in zip(two, resumed_fsdp, strict=True)) <= 1e-6
+    manifest = load_checkpoint(work / "checkpoint.pt")["shards"]  # the step-3 shards were removed after the save
+    assert [p.name for p in shard_files_of(work / "checkpoint.pt")] == manifest["files"] and "step00000006" in str(
+        manifest["files"]
+    )
+    first, second = (work / name for name in manifest["files"])
+    first_bytes = first.read_bytes()
+    first.write_bytes(second.read_bytes())  # a shard that is not the one the manifest recorded
+    with pytest.raises(CheckpointError, match="not the shard"):
+        read_full_state(work / "checkpoint.pt", manifest)
+    first.write_bytes(first_bytes)
     resumed_alone = train_run("solo", 6, False, "--resume", "--work-dir", str(tmp_path / "solo" / "work"))
     assert max(abs(a - b) for a, b in zip(two, resumed_alone, strict=True)) <= 1e-5

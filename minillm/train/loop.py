@@ -50,6 +50,7 @@ from minillm.checkpoint import load_checkpoint, save_checkpoint
 from minillm.model import GPT
 from minillm.optim import param_groups, set_lr
 from minillm.train.config import DTYPES, TrainConfig
+from minillm.train.sharded import SHARDS_KEY, read_full_state, read_local_shards, save_sharded
 
 __all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
 
@@ -335,13 +336,20 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------- resume
     def state_dict(self) -> dict:
-        # Full (unsharded) tensors keyed by parameter name, whatever the parallelism: a checkpoint of an FSDP run
-        # resumes on any number of ranks, or in one process, and loads with weights_only=True (no DTensors).
+        # Full (unsharded) tensors keyed by parameter name, whatever the parallelism (under FSDP every rank must
+        # call it: the shards are gathered); loads with weights_only=True (no DTensors). :meth:`save` under FSDP
+        # writes shards instead.
         full = StateDictOptions(full_state_dict=True, cpu_offload=self.fsdp)
-        state = {
-            "step": self.step,
+        return {
             "model": get_model_state_dict(self.raw_model, options=full),
             "optimizer": get_optimizer_state_dict(self.raw_model, self.optimizer, options=full),
+            **self._run_state(),
+        }
+
+    def _run_state(self) -> dict:
+        """Everything but the weights and optimizer states: step, data position, random state, history."""
+        state = {
+            "step": self.step,
             "batches": self.batches.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "history": self.history,
@@ -360,6 +368,9 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         else:
             set_optimizer_state_dict(self.raw_model, self.optimizer, state["optimizer"], options=full)
+        self._load_run_state(state)
+
+    def _load_run_state(self, state: dict) -> None:
         self.batches.load_state_dict(state["batches"])
         torch.set_rng_state(state["torch_rng"])
         if "cuda_rng" in state and torch.cuda.is_available():
@@ -370,10 +381,13 @@ class Trainer:
         self.step = int(state["step"])
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write a resumable checkpoint (rank 0 writes; under FSDP every rank first helps gather the shards)."""
-        state = self.state_dict() if self.ctx.is_main or self.fsdp else None
+        """Write a resumable checkpoint: rank 0 writes it, or under FSDP every rank writes its own shards
+        (:mod:`minillm.train.sharded`) and rank 0 the rest."""
+        if self.fsdp:
+            save_sharded(self.raw_model, self.optimizer, self._run_state(), path, self.step)
+            return
         if self.ctx.is_main:
-            save_checkpoint(state, path)
+            save_checkpoint(self.state_dict(), path)
         self.ctx.barrier()
 
     def full_model(self) -> nn.Module | None:
@@ -391,5 +405,15 @@ class Trainer:
         return model.to(self.device).eval()
 
     def load(self, path: str | os.PathLike) -> None:
-        """Continue from a checkpoint written by :meth:`save`."""
-        self.load_state_dict(load_checkpoint(path, map_location="cpu"))
+        """Continue from a checkpoint written by :meth:`save`, whatever the parallelism that wrote it: an FSDP
+        run's shards go straight to the same number of FSDP ranks, and are joined into full tensors otherwise."""
+        state = load_checkpoint(path, map_location="cpu")
+        manifest = state.pop(SHARDS_KEY, None)
+        if manifest is None:
+            self.load_state_dict(state)
+        elif self.fsdp and manifest["world_size"] == self.ctx.world_size:
+            read_local_shards(path, manifest, self.raw_model, self.optimizer)
+            self._load_run_state(state)
+        else:
+            state["model"], state["optimizer"] = read_full_state(path, manifest)
+            self.load_state_dict(state)

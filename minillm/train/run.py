@@ -50,6 +50,7 @@ from minillm.tokenizer import COURSE_SPECIAL_TOKENS, ENDOFTEXT, BPETokenizer
 from minillm.train.config import ConfigError, TrainConfig
 from minillm.train.history import write_history
 from minillm.train.loop import DistContext, Trainer, validation_loss
+from minillm.train.sharded import shard_files_of
 
 CHECKPOINT_FILE = "checkpoint.pt"
 RECORD_FILE = "run.json"  # what defines the run: every setting, and the input files' SHA-256
@@ -85,7 +86,8 @@ def _outputs(out_dir: Path, work_dir: Path) -> list[Path]:
     written = (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, "checksums.sha256", "history.json", "history.csv")
     written += (RECORD_FILE,)
     working = (CHECKPOINT_FILE, TOKENIZER_FILE, "train.bin", "val.bin")
-    return [out_dir / name for name in written] + [work_dir / name for name in working]
+    shards = shard_files_of(work_dir / CHECKPOINT_FILE)  # an FSDP run's per-rank checkpoint files
+    return [out_dir / name for name in written] + [work_dir / name for name in working] + shards
 
 
 def _what_is_there(out_dir: Path, work_dir: Path) -> str:
