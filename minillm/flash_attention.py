@@ -37,6 +37,11 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, block_q: int, block_k: int):  # type: ignore[override]
+        # Leading (batch, head) dims may broadcast, e.g. one key/value head for every query head (multi-query
+        # attention): expand views (no copy) here, and backward sums each gradient back to its input's shape.
+        ctx.shapes = q.shape, k.shape, v.shape
+        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q, k, v = (t.expand(*lead, *t.shape[-2:]) for t in (q, k, v))
         scale = 1.0 / math.sqrt(q.shape[-1])
         n_q, n_k = q.shape[-2], k.shape[-2]
         f = torch.promote_types(q.dtype, torch.float32)  # accumulate in at least fp32 (bf16 inputs too)
@@ -92,7 +97,10 @@ class FlashAttention(torch.autograd.Function):
                 ds = p * (dp - delta[..., rows.start : rows.stop, None])
                 dq[..., rows.start : rows.stop, :] += (ds @ k_j) * scale
                 dk[..., cols.start : cols.stop, :] += (ds.transpose(-2, -1) @ q_i) * scale
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+        grads = (
+            g.sum_to_size(shape).to(t.dtype) for g, t, shape in zip((dq, dk, dv), (q, k, v), ctx.shapes, strict=True)
+        )
+        return *grads, None, None, None
 
 
 def flash_attention(
@@ -106,10 +114,19 @@ def flash_attention(
     """``softmax(QKᵀ/√d)·V`` for q [..., T, d], k [..., S, d], v [..., S, dv], tile by tile (see the module docstring).
 
     ``is_causal``: query ``t`` sees keys ``≤ t`` (as ``F.scaled_dot_product_attention``), so it needs T = S.
+    The leading dims broadcast: k and v with one head serve every query head (multi-query attention).
     Any tile sizes work; the result does not depend on them beyond float rounding.
     """
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"need q [..., T, d], k [..., S, d], v [..., S, dv]; got {q.shape}, {k.shape}, {v.shape}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch, head) dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and v "
+            f"{tuple(v.shape[:-2])} must match or broadcast; for grouped-query attention repeat each key/value head "
+            "n_head / n_kv_head times first (repeat_interleave on the head dim)"
+        ) from None
     if is_causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"causal attention here needs as many queries as keys, got {q.shape[-2]} and {k.shape[-2]}")
     if block_q < 1 or block_k < 1:

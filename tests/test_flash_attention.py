@@ -56,6 +56,23 @@ def test_memory_kept_for_backward_grows_with_t_not_t_squared():
     assert written[512] > 3.5 * written[256] and written[512] > 10 * flash[512]
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_one_key_value_head_serves_every_query_head(causal):
+    """Multi-query attention: k and v with one head broadcast over q's heads, in forward and backward (the
+    gradient of the shared head is the sum over the query heads it serves) — against SDPA on copied heads."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 4, 21, 8, generator=g, requires_grad=True)
+    k, v = (torch.randn(2, 1, 21, 8, generator=g, requires_grad=True) for _ in range(2))
+    d_out = torch.randn(2, 4, 21, 8, generator=g)
+    ours = flash_attention(q, k, v, causal, 8, 5)
+    theirs = F.scaled_dot_product_attention(q, k.expand(-1, 4, -1, -1), v.expand(-1, 4, -1, -1), is_causal=causal)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+    grads = torch.autograd.grad(ours, (q, k, v), d_out), torch.autograd.grad(theirs, (q, k, v), d_out)
+    for a, b in zip(*grads, strict=True):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
 def test_bad_inputs_are_refused():
     q, k, v = _qkv(8, 12)
     with pytest.raises(ValueError, match="as many queries as keys"):
@@ -64,3 +81,6 @@ def test_bad_inputs_are_refused():
         flash_attention(q, k, v, block_q=0)
     with pytest.raises(ValueError, match=r"need q \[\.\.\., T, d\]"):
         flash_attention(q, k[..., :4], v)
+    q4, k2 = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)  # grouped-query heads do not broadcast
+    with pytest.raises(ValueError, match="repeat each key/value head"):
+        flash_attention(q4, k2, k2)
