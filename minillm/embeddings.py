@@ -10,10 +10,15 @@ same way. Order has to be injected. Two families:
   to their position inside every attention layer, so the score q·k depends only on the offset between
   the two positions (``RotaryEmbedding``, ``apply_rope``).
 
-RoPE pairing convention used here: the "half-split" (GPT-NeoX / Hugging Face Llama) layout, where
-coordinate ``i`` of a head is paired with coordinate ``i + head_dim/2`` and the pair is rotated by angle
-``pos · base^(−2i/head_dim)``. (The original paper and Meta's Llama code pair neighbours ``2i, 2i+1``
-instead; the two differ only by a fixed permutation of the q/k projection rows.)
+RoPE pairs the coordinates of a head and turns pair ``i`` by the angle ``pos · base^(−2i/head_dim)``. Two
+pairings are in use, chosen by ``style`` (:data:`ROPE_STYLES`):
+
+* ``"half"`` (the default): coordinate ``i`` with ``i + head_dim/2`` — GPT-NeoX and Hugging Face Llama;
+* ``"interleaved"``: neighbours ``2i`` and ``2i+1`` — the RoFormer paper, GPT-J and Meta's original Llama code.
+
+They are the same rotation up to a fixed permutation of the head's coordinates (even ones first, then odd
+ones), so a model trained with one can be converted to the other by permuting its q and k projection rows
+(``minillm.interop`` does this to export an interleaved model as a half-split Llama).
 """
 
 from __future__ import annotations
@@ -29,10 +34,20 @@ __all__ = [
     "apply_rope",
     "RotaryEmbedding",
     "POSITION_SCHEMES",
+    "ROPE_STYLES",
+    "rope_permutation",
 ]
 
 #: Position schemes the model accepts.
 POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "none")
+
+#: RoPE pairings: "half" pairs coordinate i with i + head_dim/2, "interleaved" pairs 2i with 2i+1.
+ROPE_STYLES = ("half", "interleaved")
+
+
+def _check_style(style: str) -> None:
+    if style not in ROPE_STYLES:
+        raise ValueError(f"RoPE style must be one of {ROPE_STYLES}, got {style!r}")
 
 
 def _check_positions(start: int, length: int, context_length: int) -> None:
@@ -90,45 +105,72 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return self.table[start : start + length]
 
 
-def rope_angles(length: int, head_dim: int, base: float = 10000.0, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_angles(
+    length: int, head_dim: int, base: float = 10000.0, start: int = 0, style: str = "half"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of RoPE's angles for positions start..start+length−1, each [length, head_dim].
 
-    Angle of position p in pair i is p·base^(−2i/head_dim); the half-split layout repeats the
-    head_dim/2 angles twice so that column i and column i + head_dim/2 share one angle.
+    Angle of position p in pair i is p·base^(−2i/head_dim). Each column gets the angle of the pair it
+    belongs to: the half-split layout repeats the head_dim/2 angles as two blocks (column i and column
+    i + head_dim/2 share one angle), the interleaved layout repeats each angle twice in a row.
     """
     if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
         raise ValueError(f"RoPE needs a positive even head_dim, got {head_dim!r}")
+    _check_style(style)
     positions = torch.arange(start, start + length, dtype=torch.float64)[:, None]
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     angles = positions * inv_freq[None, :]
-    angles = torch.cat([angles, angles], dim=-1)
+    if style == "half":
+        angles = torch.cat([angles, angles], dim=-1)
+    else:
+        angles = angles.repeat_interleave(2, dim=-1)
     return angles.cos().float(), angles.sin().float()
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each (x_i, x_{i+h/2}) pair of the last dimension by its angle.
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str = "half") -> torch.Tensor:
+    """Rotate each pair of the last dimension by its angle: (x_i, x_{i+h/2}) for "half", (x_2i, x_2i+1)
+    for "interleaved".
 
-    ``x`` is [..., T, head_dim]; ``cos``/``sin`` are [T, head_dim] from :func:`rope_angles`. In pair
-    form: (a, b) → (a·cosθ − b·sinθ, a·sinθ + b·cosθ).
+    ``x`` is [..., T, head_dim]; ``cos``/``sin`` are [T, head_dim] from :func:`rope_angles` with the same
+    ``style``. In pair form: (a, b) → (a·cosθ − b·sinθ, a·sinθ + b·cosθ).
     """
     if x.shape[-2:] != cos.shape:
         raise ValueError(f"RoPE angles of shape {tuple(cos.shape)} do not match x of shape {tuple(x.shape)}")
-    half = x.shape[-1] // 2
-    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos.to(x.dtype) + rotated_half * sin.to(x.dtype)
+    _check_style(style)
+    if style == "half":
+        half = x.shape[-1] // 2
+        partner = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    else:
+        partner = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+    return x * cos.to(x.dtype) + partner * sin.to(x.dtype)
+
+
+def rope_permutation(head_dim: int) -> torch.Tensor:
+    """The coordinate order that turns the interleaved pairing into the half-split one: even coordinates,
+    then odd ones. ``apply_rope(x[..., p], style="half") == apply_rope(x, style="interleaved")[..., p]``.
+
+    Permuting q and k the same way leaves every score q·k unchanged, which is why one pairing converts
+    into the other by reordering the rows of the q and k projections of each head.
+    """
+    if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
+        raise ValueError(f"RoPE needs a positive even head_dim, got {head_dim!r}")
+    return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
 
 
 class RotaryEmbedding(nn.Module):
-    """Precomputed RoPE tables for one head width; ``forward(x, start)`` rotates x [B, H, T, head_dim]."""
+    """Precomputed RoPE tables for one head width; ``forward(x, start)`` rotates x [B, H, T, head_dim].
 
-    def __init__(self, head_dim: int, context_length: int, base: float = 10000.0) -> None:
+    ``style`` is the pairing ("half" or "interleaved", see :data:`ROPE_STYLES`).
+    """
+
+    def __init__(self, head_dim: int, context_length: int, base: float = 10000.0, style: str = "half") -> None:
         super().__init__()
-        self.head_dim, self.context_length, self.base = head_dim, context_length, base
-        cos, sin = rope_angles(context_length, head_dim, base)
+        self.head_dim, self.context_length, self.base, self.style = head_dim, context_length, base, style
+        cos, sin = rope_angles(context_length, head_dim, base, style=style)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         length = x.shape[-2]
         _check_positions(start, length, self.context_length)
-        return apply_rope(x, self.cos[start : start + length], self.sin[start : start + length])
+        return apply_rope(x, self.cos[start : start + length], self.sin[start : start + length], self.style)

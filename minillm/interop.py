@@ -10,7 +10,11 @@ course's code can inspect a real architecture's weights. Two architectures map o
   ``"gelu"`` (exact), which is what ``minillm`` computes (the original GPT-2 used the tanh approximation,
   ``"gelu_new"``, which this import refuses rather than silently changing the model);
 - the "llama-style" preset ↔ ``LlamaForCausalLM`` (RMSNorm, SwiGLU, RoPE in the half-split layout that Hugging
-  Face also uses, no biases). ``minillm`` fuses q, k, v into one ``qkv`` matrix; Llama keeps three.
+  Face also uses, no biases). ``minillm`` fuses q, k, v into one ``qkv`` matrix; Llama keeps three. A model
+  with ``rope_style="interleaved"`` is converted on export: the rows of each head's q and k projections are
+  reordered (even coordinates, then odd ones: ``embeddings.rope_permutation``), which turns its rotation into
+  the half-split one and leaves every attention score, hence the logits, unchanged. Import gives the
+  half-split style.
 
 ``transformers`` is needed only here (it is in the test extra, not a runtime dependency).
 """
@@ -24,6 +28,7 @@ from typing import Any
 import torch
 
 from minillm.chat import ENDOFTEXT
+from minillm.embeddings import rope_permutation
 from minillm.model import GPT, GPTConfig
 
 __all__ = ["export_pretrained", "import_pretrained", "to_hf_config", "to_hf_state_dict", "architecture_of"]
@@ -142,11 +147,19 @@ def to_hf_state_dict(model: GPT) -> dict[str, torch.Tensor]:
         for i in range(config.n_layer):
             kv = config.n_kv_head * config.head_dim
             q, k, v = ours[f"blocks.{i}.attn.qkv.weight"].split([config.d_model, kv, kv], dim=0)
+            if config.rope_style == "interleaved":
+                q, k = _interleaved_to_half(q, config.head_dim), _interleaved_to_half(k, config.head_dim)
             for name, tensor in zip(("q_proj", "k_proj", "v_proj"), (q, k, v), strict=True):
                 out[f"model.layers.{i}.self_attn.{name}.weight"] = tensor
     if not config.tie_embeddings:
         out["lm_head.weight"] = ours["lm_head.weight"]
     return {name: tensor.detach().clone().contiguous() for name, tensor in out.items()}
+
+
+def _interleaved_to_half(weight: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """Reorder each head's output rows of a q or k projection so half-split RoPE rotates them as interleaved did."""
+    order = rope_permutation(head_dim)
+    return weight.view(-1, head_dim, weight.shape[-1])[:, order].reshape(weight.shape)
 
 
 def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = None) -> Path:

@@ -4,9 +4,9 @@
     block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))        (pre-norm residual blocks)
 
 Switches (:class:`GPTConfig`): ``norm`` layernorm | rmsnorm, ``mlp`` gelu | swiglu, ``pos`` learned |
-sinusoidal | rope | none, ``bias``, ``tie_embeddings``. Presets: "gpt2-style" (LayerNorm, GELU, learned
-positions, biases, tied head) and "llama-style" (RMSNorm, SwiGLU, RoPE, no biases, untied head);
-"gpt2-small" is GPT-2 small's exact shape (124,439,808 parameters).
+sinusoidal | rope | none, ``rope_style`` half | interleaved (RoPE's pairing), ``bias``, ``tie_embeddings``.
+Presets: "gpt2-style" (LayerNorm, GELU, learned positions, biases, tied head) and "llama-style" (RMSNorm,
+SwiGLU, RoPE, no biases, untied head); "gpt2-small" is GPT-2 small's exact shape (124,439,808 parameters).
 
 Incremental decoding: ``cache = model.new_kv_cache(batch_size)``; then ``model(ids, kv_cache=cache)``
 processes ``ids`` as the positions right after those already cached and advances ``cache.length``.
@@ -27,6 +27,7 @@ from torch.utils.checkpoint import checkpoint
 from minillm.attention import ATTENTION_IMPLS, CausalSelfAttention, LayerKVCache
 from minillm.embeddings import (
     POSITION_SCHEMES,
+    ROPE_STYLES,
     LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEmbedding,
@@ -89,6 +90,7 @@ class GPTConfig:
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
     n_kv_head: int | None = None  # key/value heads: n_head (multi-head), fewer (grouped-query), 1 (multi-query)
+    rope_style: str = "half"  # RoPE pairing: "half" (i, i + head_dim/2: NeoX, HF Llama) or "interleaved" (2i, 2i+1)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model"):
@@ -113,6 +115,7 @@ class GPTConfig:
             ("norm", _NORMS),
             ("mlp", _MLPS),
             ("pos", POSITION_SCHEMES),
+            ("rope_style", ROPE_STYLES),
             ("attn_impl", ATTENTION_IMPLS),
         ):
             if getattr(self, name) not in allowed:
@@ -193,7 +196,7 @@ class Block(nn.Module):
         super().__init__()
         c = config
         self.norm1 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
-        rope = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base) if c.pos == "rope" else None
+        rope = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_style) if c.pos == "rope" else None
         self.attn = CausalSelfAttention(c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope, c.n_kv_head)
         self.norm2 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         if c.mlp == "gelu":

@@ -57,10 +57,10 @@ def _bpe_to_tokenizers(tokenizer: BPETokenizer) -> tokenizers.Tokenizer:
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
     vocab: dict[str, int] = {}
+    special_ids = set(tokenizer.special_tokens.values())
     for token_id, token in tokenizer.vocab.items():
-        if token_id >= tokenizer.vocab_size - len(tokenizer.special_tokens):
-            break
-        vocab.setdefault(_byte_level_text(token), token_id)
+        if token_id not in special_ids:  # any id layout: a loaded vocabulary may put special tokens anywhere
+            vocab.setdefault(_byte_level_text(token), token_id)
     vocab.update(tokenizer.special_tokens)
     merges = [(_byte_level_text(left), _byte_level_text(right)) for left, right in tokenizer.merges]
     hf = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))

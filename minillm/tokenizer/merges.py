@@ -3,7 +3,8 @@
 * :func:`merge_pair` replaces every occurrence of one pair: what a trainer does after choosing a merge
   (the naive and the fast BPE trainer, and WordPiece's trainer, all call it).
 * :func:`apply_merges` encodes one pre-token: merge the pair learned earliest, repeat. It follows the
-  rule "lowest rank, all occurrences, left to right" exactly, with a heap instead of rescans.
+  rule "lowest rank, all occurrences, left to right" exactly, with a heap instead of rescans (GPT-2's rule).
+* :func:`apply_token_ranks` is tiktoken's rule: join the adjacent pair whose joined bytes rank lowest.
 """
 
 from __future__ import annotations
@@ -85,3 +86,49 @@ def apply_merges(ids: Sequence[int], ranks: Mapping[tuple[int, int], tuple[int, 
                 if left is not None:
                     heapq.heappush(heap, (left[0], h))
     return [token for token in ids if token >= 0]
+
+
+def apply_token_ranks(data: bytes, ranks: Mapping[bytes, int], max_rank: int | None = None) -> list[bytes]:
+    """tiktoken's merge rule on one pre-token: join the adjacent pair whose *joined bytes* have the lowest
+    rank (the leftmost such pair on a tie), one join at a time, until no joined pair is a token.
+
+    Returns the parts as bytes. Unlike :func:`apply_merges` no merge list is consulted: any two adjacent
+    parts whose concatenation is in ``ranks`` may join. Pairs ranked ``max_rank`` or higher are ignored
+    (how a token's own merge is recovered from ranks: the parts left just before it forms).
+    The same heap and linked list as :func:`apply_merges` keep it O(n log n) for n bytes.
+    """
+    n = len(data)
+    if n < 2:
+        return [data] if data else []
+    limit = float("inf") if max_rank is None else max_rank
+    after = list(range(1, n + 1))  # where the part starting at i ends (= the next part's start); n: none
+    before = list(range(-1, n - 1))
+    alive = [True] * n
+
+    def pair_rank(i: int) -> int | None:
+        j = after[i]
+        if j >= n:
+            return None
+        rank = ranks.get(data[i : after[j]])
+        return rank if rank is not None and rank < limit else None
+
+    heap = [(rank, i) for i in range(n - 1) if (rank := pair_rank(i)) is not None]
+    heapq.heapify(heap)
+    while heap:
+        rank, i = heapq.heappop(heap)
+        if not alive[i] or pair_rank(i) != rank:
+            continue  # stale: the part at i has changed since this entry was pushed
+        j = after[i]
+        alive[j] = False
+        k = after[i] = after[j]
+        if k < n:
+            before[k] = i
+        for start in (i, before[i]):
+            if start >= 0 and (new := pair_rank(start)) is not None:
+                heapq.heappush(heap, (new, start))
+    parts = []
+    i = 0
+    while i < n:
+        parts.append(data[i : after[i]])
+        i = after[i]
+    return parts
