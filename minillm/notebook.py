@@ -96,7 +96,7 @@ def print_run_time(budget_s: float = CELL_TIME_BUDGET_S) -> None:
 
 def max_abs_diff(got: torch.Tensor | float, want: torch.Tensor | float) -> float:
     """Largest ``|got - want|``, computed in float64 so the comparison adds no rounding of its own."""
-    got_t, want_t = torch.as_tensor(got).double(), torch.as_tensor(want).double()
+    got_t, want_t = (x.double() if torch.is_tensor(x) else torch.as_tensor(x, dtype=torch.float64) for x in (got, want))
     return (got_t - want_t).abs().max().item()
 
 

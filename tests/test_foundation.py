@@ -247,3 +247,12 @@ def test_library_modules_never_import_command_line_modules() -> None:
         if imported:
             offenders[str(path.relative_to(ROOT))] = imported
     assert not offenders, f"library modules import command-line modules: {offenders}"
+
+
+def test_max_abs_diff_keeps_float64_precision_for_plain_numbers() -> None:
+    """Python floats are float64: the notebooks' difference helper must not round them to float32 first."""
+    from minillm.notebook import max_abs_diff
+
+    a, b = 0.1, 0.1 + 3e-12
+    assert max_abs_diff(a, b) == pytest.approx(abs(a - b), rel=1e-6)  # float64 reference: Python arithmetic
+    assert max_abs_diff([1.0, 2.0], torch.tensor([1.0, 2.5], dtype=torch.float32)) == 0.5
