@@ -319,6 +319,15 @@ def test_streaming_clean_of_a_file_equals_the_in_memory_pipeline(tmp_path, messy
     # and the command line writes the same file
     main(["clean", str(source), str(tmp_path / "cli.txt")])
     assert (tmp_path / "cli.txt").read_bytes() == target.read_bytes()
+    # an existing output is someone's work: replaced only when asked
+    target.write_text("finished work\n")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        clean_file(source, target)
+    with pytest.raises(SystemExit):
+        main(["clean", str(source), str(target)])
+    assert target.read_text() == "finished work\n"
+    main(["clean", str(source), str(target), "--overwrite"])
+    assert target.read_bytes() == (tmp_path / "cli.txt").read_bytes()
 
 
 def test_bad_inputs_fail_clearly(tmp_path) -> None:

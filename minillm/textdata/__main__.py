@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     clean = sub.add_parser("clean", help="normalise, deduplicate and filter a UTF-8 text file (blank-line documents)")
     clean.add_argument("source", help="input text file; documents are separated by blank lines")
-    clean.add_argument("target", help="where to write the kept documents")
+    clean.add_argument("target", help="where to write the kept documents (a new file)")
+    clean.add_argument("--overwrite", action="store_true", help="replace the target if it exists")
     clean.add_argument("--bands", type=int, default=32, help="LSH bands b (default 32)")
     clean.add_argument("--rows", type=int, default=4, help="LSH rows per band r (default 32 × 4 = 128 hashes)")
     clean.add_argument("--near-threshold", type=float, default=0.5, help="estimated Jaccard of a near-duplicate")
@@ -34,7 +35,11 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         _run(args)
-    except (FileNotFoundError, ValueError) as error:  # a bad file or setting: one line, not a traceback
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+    ) as error:  # a bad file or setting: one line, not a traceback
         parser.error(str(error))
 
 
@@ -48,7 +53,7 @@ def _run(args: argparse.Namespace) -> None:
             near_threshold=args.near_threshold,
             shingle_size=args.shingle_size,
         )
-        report = clean_file(args.source, args.target, pipeline)
+        report = clean_file(args.source, args.target, pipeline, overwrite=args.overwrite)
         print("\n".join(report.lines()))
     else:
         index = NgramIndex(iter_documents(args.train), args.n)

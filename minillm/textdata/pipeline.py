@@ -102,15 +102,20 @@ def clean_documents(documents: Iterable[str], pipeline: Pipeline | None = None) 
     return kept, pipeline.report
 
 
-def clean_file(source: str | Path, target: str | Path, pipeline: Pipeline | None = None) -> CleanReport:
+def clean_file(
+    source: str | Path, target: str | Path, pipeline: Pipeline | None = None, overwrite: bool = False
+) -> CleanReport:
     """Stream a UTF-8 text file (documents separated by blank lines) through the pipeline into ``target``.
 
     Memory holds one document and the two dedup indexes, however large the file. ``target`` appears only when
-    the whole file is done (written next to it under a temporary name, then renamed).
+    the whole file is done (written next to it under a temporary name, then renamed); an existing ``target`` is
+    replaced only with ``overwrite=True`` (it may be someone's finished work).
     """
     source, target = Path(source), Path(target)
     if target.resolve() == source.resolve():
         raise ValueError(f"{target}: write the cleaned text to another file than the input")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists; choose another file, or pass overwrite=True (--overwrite)")
     pipeline = Pipeline() if pipeline is None else pipeline
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
