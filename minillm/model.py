@@ -189,6 +189,15 @@ def count_parameters(config: GPTConfig) -> int:
     return V * d + positions + L * (2 * norm + attn + mlp) + norm + head
 
 
+def matmul_parameters(config: GPTConfig) -> int:
+    """Parameters a token is multiplied by: all but the lookup tables — the position table, and the token table
+    unless it is tied to the output head (then it is also a d×V matmul per token). The N of 6·N·D."""
+    lookups = config.context_length * config.d_model if config.pos == "learned" else 0
+    if not config.tie_embeddings:
+        lookups += config.vocab_size * config.d_model
+    return count_parameters(config) - lookups
+
+
 class Block(nn.Module):
     """One pre-norm transformer block: ``norm1``, ``attn``, ``norm2``, ``mlp``."""
 
@@ -288,10 +297,7 @@ class GPT(nn.Module):
         is tokens/s × this ÷ the device's peak FLOP/s.
         """
         c = self.config
-        lookups = self.pos_emb.weight.numel() if c.pos == "learned" else 0
-        if not c.tie_embeddings:
-            lookups += self.tok_emb.weight.numel()
-        return 6 * (self.num_parameters() - lookups) + 12 * c.n_layer * c.d_model * (seq_len or c.context_length)
+        return 6 * matmul_parameters(c) + 12 * c.n_layer * c.d_model * (seq_len or c.context_length)
 
     def new_kv_cache(self, batch_size: int) -> KVCache:
         """An empty cache for ``batch_size`` sequences, on the model's device and dtype."""

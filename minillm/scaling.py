@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from minillm.model import GPTConfig, count_parameters
+from minillm.model import GPTConfig, matmul_parameters
 
 __all__ = [
     "ModelShape",
@@ -70,13 +70,6 @@ class ModelShape:
         )
 
 
-def _lookup_tables(config: GPTConfig) -> tuple[int, int]:
-    """(token table, position table) sizes: rows read by index, not multiplied."""
-    return config.vocab_size * config.d_model, (
-        config.context_length * config.d_model if config.pos == "learned" else 0
-    )
-
-
 def non_embedding_parameters(config: GPTConfig) -> int:
     """Kaplan's N: all parameters except the token and position tables (and an untied output head).
 
@@ -85,21 +78,7 @@ def non_embedding_parameters(config: GPTConfig) -> int:
     """
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
-    token, position = _lookup_tables(config)
-    head = 0 if config.tie_embeddings else token
-    return count_parameters(config) - token - position - head
-
-
-def matmul_parameters(config: GPTConfig) -> int:
-    """Parameters a token is multiplied by: everything but the position table (and an untied token table).
-
-    The tied token table counts because it is also the output head, a d×V matmul per token — at this
-    course's sizes it is a large share of the compute. This is the N of ``GPT.flops_per_token`` = 6·N + 12·L·d·T.
-    """
-    if not isinstance(config, GPTConfig):
-        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
-    token, position = _lookup_tables(config)
-    return count_parameters(config) - position - (0 if config.tie_embeddings else token)
+    return matmul_parameters(config) - config.vocab_size * config.d_model  # less the output head (tied or not)
 
 
 def steps_for_budget(flops: float, flops_per_token: float, tokens_per_step: int) -> int:

@@ -142,10 +142,9 @@ def read_local_shards(path: str | Path, manifest: dict, model: nn.Module, optimi
     model_template = get_model_state_dict(model)
     set_model_state_dict(model, _like(shard["model"], model_template))
     # AdamW's states have their parameter's layout; the optimizer may hold none yet, so lay each out like it.
-    params = {name: value for name, value in model_template.items()}
     state = {
         name: {
-            key: _like(value, params[name] if isinstance(value, torch.Tensor) and value.dim() else None)
+            key: _like(value, model_template[name] if isinstance(value, torch.Tensor) and value.dim() else None)
             for key, value in entry.items()
         }
         for name, entry in shard["optimizer"]["state"].items()
