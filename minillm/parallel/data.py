@@ -46,6 +46,22 @@ def set_flat_grads(module: nn.Module, flat: torch.Tensor) -> None:
         raise ValueError(f"flat vector has {flat.numel()} elements, the module has {offset} parameters")
 
 
+def local_backward(
+    replicas: list[nn.Module], inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn
+) -> list[float]:
+    """Rank r back-propagates the mean loss of the r-th batch shard into its own replica; returns the losses.
+
+    No communication happens here: this is the part of a data-parallel step every rank does alone.
+    """
+    losses = []
+    for replica, (x, y) in zip(replicas, shard_batch(inputs, targets, len(replicas)), strict=True):
+        replica.zero_grad(set_to_none=True)
+        loss = loss_fn(replica, x, y)
+        loss.backward()
+        losses.append(loss.item())
+    return losses
+
+
 class SimulatedDataParallel:
     """``world_size`` replicas of one model, trained in lock-step on shards of each global batch.
 
@@ -71,12 +87,7 @@ class SimulatedDataParallel:
 
         Returns the per-rank losses.
         """
-        losses = []
-        for replica, (x, y) in zip(self.replicas, shard_batch(inputs, targets, self.world_size), strict=True):
-            replica.zero_grad(set_to_none=True)
-            loss = loss_fn(replica, x, y)
-            loss.backward()
-            losses.append(loss.item())
+        losses = local_backward(self.replicas, inputs, targets, loss_fn)
         reduced = ring_all_reduce([flat_grads(r) for r in self.replicas], op="sum", ledger=self.ledger)
         for replica, flat in zip(self.replicas, reduced, strict=True):
             set_flat_grads(replica, flat / self.world_size)

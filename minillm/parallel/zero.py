@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from minillm.parallel.collectives import CommLedger, ring_all_gather, ring_reduce_scatter
-from minillm.parallel.data import LossFn, flat_grads, shard_batch
+from minillm.parallel.data import LossFn, flat_grads, local_backward
 from minillm.parallel.memory import ModelStateBytes, bytes_per_param
 
 
@@ -76,12 +76,7 @@ class SimulatedZeRO1:
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn) -> float:
         """Backward on each rank's batch shard, reduce-scatter grads, local shard update, all-gather."""
-        losses = []
-        for replica, (x, y) in zip(self.replicas, shard_batch(inputs, targets, self.world_size), strict=True):
-            replica.zero_grad(set_to_none=True)
-            loss = loss_fn(replica, x, y)
-            loss.backward()
-            losses.append(loss.item())
+        losses = local_backward(self.replicas, inputs, targets, loss_fn)
         grad_shards = ring_reduce_scatter([flat_grads(r) for r in self.replicas], ledger=self.ledger)
         for shard, grad, optimizer in zip(self.shards, grad_shards, self.optimizers, strict=True):
             shard.grad = grad / self.world_size
