@@ -72,7 +72,6 @@ def main() -> None:
     one_rate = mb_small / (time.perf_counter() - start)
     print(f"one process:   {mb_small:7.1f} MB in {mb_small / one_rate:6.1f} s = {one_rate:5.2f} MB/s")
 
-    start = time.perf_counter()
     many = encode_file(tokenizer, small, args.folder / "many_prefix.bin", workers=args.workers)
     assert many.read_bytes() == one.read_bytes(), "worker processes must write the same token file"
     start = time.perf_counter()

@@ -23,6 +23,7 @@ from collections import Counter
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+from minillm.paths import data_path
 from minillm.tokenizer import BPETokenizer, train_bpe_naive
 from minillm.tokenizer.hf_export import byte_to_unicode, to_tokenizers
 from minillm.tokenizer.pretokenize import compile_pattern, pretokenize
@@ -149,8 +150,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small slices only (a smoke run)")
     parser.add_argument("--skip-naive", action="store_true", help="skip the naive trainer (minutes at 1 MB)")
     args = parser.parse_args()
-    from minillm.paths import data_path
-
     corpus = data_path("stories_train.txt").read_text(encoding="utf-8")
     print(f"course corpus: {len(corpus.encode()) / 1e6:.2f} MB; {time.strftime('%Y-%m-%d %H:%M')}")
     if args.quick:

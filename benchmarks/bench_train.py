@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from minillm.batches import RandomWindows
+from minillm.batches import RandomWindows, encode_documents
+from minillm.checkpoint import load_pretrained
 from minillm.model import GPT
 from minillm.train import TrainConfig, Trainer, build_model
 
@@ -31,8 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def course_config(**overrides) -> TrainConfig:
-    values = json.loads((ROOT / "configs" / "course.json").read_text())
-    values = {k: v for k, v in values.items() if not k.startswith("_")}
+    values = TrainConfig.json_settings(ROOT / "configs" / "course.json")
     values.update(progress=False, eval_interval=0, **overrides)
     return TrainConfig.from_dict(values)
 
@@ -102,9 +102,6 @@ def overhead(rounds: int, steps: int, threads: int, dtype: str) -> None:
 
 def timed_run(minutes: float, threads: int) -> None:
     """Train the course model on the course corpus for ``minutes`` and report the validation loss."""
-    from minillm.batches import encode_documents
-    from minillm.checkpoint import load_pretrained
-
     torch.set_num_threads(threads)
     _, tokenizer, _ = load_pretrained(ROOT / "data" / "base")
     train = encode_documents(tokenizer, (ROOT / "data" / "stories_train.txt").read_text(encoding="utf-8"))

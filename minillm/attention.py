@@ -71,11 +71,9 @@ def scaled_dot_product_attention(
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of keys, got {k.shape[-2]} and {v.shape[-2]}")
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
-    allowed = None
-    if mask is not None:
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
-        allowed = mask
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+    allowed = mask
     if is_causal:
         causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
         allowed = causal if allowed is None else allowed & causal
@@ -150,7 +148,7 @@ class CausalSelfAttention(nn.Module):
         if attn_impl not in ATTENTION_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTENTION_IMPLS}, got {attn_impl!r}")
         self.d_model, self.n_head, self.head_dim = d_model, n_head, d_model // n_head
-        self.n_kv_head, self.kv_width = n_kv_head, n_kv_head * (d_model // n_head)
+        self.n_kv_head, self.kv_width = n_kv_head, n_kv_head * self.head_dim
         self.attn_impl = attn_impl
         self.dropout = dropout
         self.qkv = linear(d_model, d_model + 2 * self.kv_width, bias=bias)

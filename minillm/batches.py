@@ -28,8 +28,6 @@ from minillm.tokenizer import ENDOFTEXT
 if TYPE_CHECKING:
     from minillm.tokenizer import BPETokenizer
 
-_DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
-
 
 def token_dtype(vocab_size: int) -> np.dtype:
     """The smallest unsigned dtype that holds ids below ``vocab_size`` (uint16 up to 65,536 ids)."""
@@ -221,6 +219,12 @@ def _as_array(tokens: np.ndarray | torch.Tensor | list[int]) -> np.ndarray:
     return tokens if isinstance(tokens, np.ndarray) else np.asarray(tokens, dtype=np.int64)
 
 
+def _windows(tokens: np.ndarray, starts: np.ndarray, context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) of the windows of T + 1 tokens at ``starts``: the targets are the inputs shifted by one."""
+    windows = torch.from_numpy(tokens[starts[:, None] + np.arange(context_length + 1)].astype(np.int64))
+    return windows[:, :-1], windows[:, 1:]
+
+
 class RandomWindows:
     """Draw ``(inputs, targets)`` batches of random contiguous windows, reproducibly and resumably.
 
@@ -254,7 +258,6 @@ class RandomWindows:
         self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator().manual_seed(seed)
         self.batches_drawn = 0
-        self._offsets = np.arange(context_length + 1)
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's ``(inputs, targets)``, each a LongTensor ``[batch_size // world_size, T]``."""
@@ -262,9 +265,8 @@ class RandomWindows:
         starts = torch.randint(0, n_starts, (self.batch_size,), generator=self.generator).numpy()
         per_rank = self.batch_size // self.world_size
         mine = starts[self.rank * per_rank : (self.rank + 1) * per_rank]
-        windows = torch.from_numpy(self.tokens[mine[:, None] + self._offsets].astype(np.int64))
         self.batches_drawn += 1
-        return windows[:, :-1], windows[:, 1:]
+        return _windows(self.tokens, mine, self.context_length)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         while True:
@@ -295,8 +297,6 @@ def sequential_windows(
         raise ValueError(f"need at least context_length + 1 = {context_length + 1} tokens, got {len(array)}")
     if max_batches is not None:
         n_windows = min(n_windows, max_batches * batch_size)
-    offsets = np.arange(context_length + 1)
     for first in range(0, n_windows, batch_size):
         starts = np.arange(first, min(first + batch_size, n_windows)) * context_length
-        windows = torch.from_numpy(array[starts[:, None] + offsets].astype(np.int64))
-        yield windows[:, :-1], windows[:, 1:]
+        yield _windows(array, starts, context_length)

@@ -108,7 +108,7 @@ def encode_prompt(messages: Sequence[dict] | str, tokenizer) -> list[int]:
     """The ids that ask the model for the next assistant turn (a str is one user message)."""
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    if any(m.get("role") == "assistant" for m in messages[-1:]):
+    if messages and messages[-1].get("role") == "assistant":
         raise ValueError("the prompt's last message is the assistant's; nothing is left to generate")
     return encode_chat(messages, tokenizer).ids + [special_token_id(tokenizer, ASSISTANT)]
 

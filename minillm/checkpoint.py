@@ -177,8 +177,7 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
         torch.save(payload, tmp)
         _replace_atomically(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -270,11 +269,9 @@ def load_pretrained(
     smaller one cannot decode ids the model samples, a larger one makes ids the model cannot embed.
     """
     directory = Path(directory)
-    config_path, model_path, tokenizer_path = (
-        directory / CONFIG_FILE,
-        directory / MODEL_FILE,
-        directory / TOKENIZER_FILE,
-    )
+    config_path = directory / CONFIG_FILE
+    model_path = directory / MODEL_FILE
+    tokenizer_path = directory / TOKENIZER_FILE
     for needed in (config_path, model_path):
         if not needed.is_file():
             raise FileNotFoundError(f"{needed}: not found; is {directory} a saved model folder?")

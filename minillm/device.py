@@ -29,12 +29,10 @@ def check_available(device: torch.device) -> torch.device:
                 f"device {str(device)!r} was requested but this machine has {torch.cuda.device_count()} CUDA GPU(s) "
                 f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})"
             )
-    if device.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise DeviceError(
-                f"device {str(device)!r} was requested but Apple's MPS is not available here; use --device cpu"
-            )
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise DeviceError(
+            f"device {str(device)!r} was requested but Apple's MPS is not available here; use --device cpu"
+        )
     return device
 
 
@@ -68,7 +66,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
         return check_available(torch.device(prefer))
     if torch.cuda.is_available():
         return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
 

@@ -16,10 +16,12 @@ batch and with ``torch.nn.parallel.DistributedDataParallel``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from minillm.parallel.memory import measure_model_state_bytes
 from minillm.train.loop import lm_loss
 
 __all__ = [
@@ -211,6 +214,19 @@ def _train(model, optimizer, inputs, targets, steps, wrapper=None, sync=None):
     return losses
 
 
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Time the ``with`` block into ``timings[name]``, from a barrier on: the work, not the wait for a slower rank."""
+    dist.barrier()
+    start = time.perf_counter()
+    yield
+    timings[name] = time.perf_counter() - start
+
+
+def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 def data_parallel_worker(rank: int, world_size: int, port: int, spec: dict[str, Any], out_dir: str) -> None:
     """Runs in each spawned process: train with DataParallel, with torch DDP, and with ZeRO-1."""
     torch.set_num_threads(1)
@@ -233,34 +249,28 @@ def data_parallel_worker(rank: int, world_size: int, port: int, spec: dict[str, 
             with torch.no_grad():
                 for p in ours.parameters():
                     p.add_(1.0)
-        dist.barrier()  # time the work, not the wait for the slower rank
-        t0 = time.perf_counter()
-        dp = DataParallel(ours, bucket_cap_bytes=spec.get("bucket_cap_bytes", 8192))
-        optimizer = torch.optim.AdamW(ours.parameters(), lr=lr)
-        results["dp_losses"] = _train(ours, optimizer, x, y, steps, wrapper=dp, sync=dp.finish_gradient_sync)
-        timings["dp"] = time.perf_counter() - t0
-        results["dp_params"] = {k: v.detach().clone() for k, v in ours.state_dict().items()}
+        with _timed(timings, "dp"):
+            dp = DataParallel(ours, bucket_cap_bytes=spec.get("bucket_cap_bytes", 8192))
+            optimizer = torch.optim.AdamW(ours.parameters(), lr=lr)
+            results["dp_losses"] = _train(ours, optimizer, x, y, steps, wrapper=dp, sync=dp.finish_gradient_sync)
+        results["dp_params"] = _weights(ours)
         results["dp_buckets"] = len(dp.buckets)
         results["dp_launch_log"] = dp.launch_log[: len(dp.buckets)]
 
         # 2. PyTorch's DistributedDataParallel on the same problem.
         reference = copy.deepcopy(model)
-        dist.barrier()  # time the work, not the wait for the slower rank
-        t0 = time.perf_counter()
-        ddp = nn.parallel.DistributedDataParallel(reference)
-        optimizer = torch.optim.AdamW(ddp.parameters(), lr=lr)
-        results["ddp_losses"] = _train(reference, optimizer, x, y, steps, wrapper=ddp)
-        timings["ddp"] = time.perf_counter() - t0
-        results["ddp_params"] = {k: v.detach().clone() for k, v in reference.state_dict().items()}
+        with _timed(timings, "ddp"):
+            ddp = nn.parallel.DistributedDataParallel(reference)
+            optimizer = torch.optim.AdamW(ddp.parameters(), lr=lr)
+            results["ddp_losses"] = _train(reference, optimizer, x, y, steps, wrapper=ddp)
+        results["ddp_params"] = _weights(reference)
 
         # 3. ZeRO-1: each rank holds AdamW states for half of the parameters.
         sharded = copy.deepcopy(model)
-        dist.barrier()  # time the work, not the wait for the slower rank
-        t0 = time.perf_counter()
-        zero = ZeroRedundancyOptimizer(list(sharded.parameters()), torch.optim.AdamW, lr=lr)
-        results["zero_losses"] = _train(sharded, zero, x, y, steps)
-        timings["zero"] = time.perf_counter() - t0
-        results["zero_params"] = {k: v.detach().clone() for k, v in sharded.state_dict().items()}
+        with _timed(timings, "zero"):
+            zero = ZeroRedundancyOptimizer(list(sharded.parameters()), torch.optim.AdamW, lr=lr)
+            results["zero_losses"] = _train(sharded, zero, x, y, steps)
+        results["zero_params"] = _weights(sharded)
         results["zero_state_bytes"] = zero.state_bytes()
         results["timings"] = timings
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
@@ -273,12 +283,7 @@ def single_process_reference(spec: dict[str, Any]) -> dict[str, Any]:
     model, inputs, targets = build_problem(spec)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.get("lr", 1e-2))
     losses = _train(model, optimizer, inputs, targets, spec.get("steps", 3))
-    state_bytes = sum(
-        v.numel() * v.element_size()
-        for p in model.parameters()
-        for v in optimizer.state[p].values()
-        if isinstance(v, torch.Tensor) and v.shape == p.shape
-    )
+    state_bytes = measure_model_state_bytes(model, optimizer)["optimizer"]
     return {"losses": losses, "params": model.state_dict(), "state_bytes": state_bytes}
 
 

@@ -57,6 +57,13 @@ def _check_positions(start: int, length: int, context_length: int) -> None:
         raise ValueError(f"positions {start}..{start + length - 1} exceed the context length {context_length}")
 
 
+def _angles(start: int, length: int, dim: int, base: float) -> torch.Tensor:
+    """[length, dim/2] float64 angles p·base^(−2i/dim) of positions p = start..start+length−1 and pairs i:
+    the clock frequencies shared by the sinusoidal encodings and RoPE."""
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.arange(start, start + length, dtype=torch.float64)[:, None] * inv_freq[None, :]
+
+
 def sinusoidal_positions(length: int, dim: int, base: float = 10000.0) -> torch.Tensor:
     """The original Transformer's fixed encodings, a [length, dim] float32 tensor.
 
@@ -67,13 +74,8 @@ def sinusoidal_positions(length: int, dim: int, base: float = 10000.0) -> torch.
         raise ValueError(f"sinusoidal positions need a positive even dim, got {dim!r}")
     if not isinstance(length, int) or length < 0:
         raise ValueError(f"length must be a non-negative int, got {length!r}")
-    positions = torch.arange(length, dtype=torch.float64)[:, None]
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    angles = positions * inv_freq[None, :]
-    pe = torch.empty(length, dim, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles)
-    return pe.float()
+    angles = _angles(0, length, dim, base)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).float()  # columns sin, cos, sin, ...
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -117,9 +119,7 @@ def rope_angles(
     if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
         raise ValueError(f"RoPE needs a positive even head_dim, got {head_dim!r}")
     _check_style(style)
-    positions = torch.arange(start, start + length, dtype=torch.float64)[:, None]
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = positions * inv_freq[None, :]
+    angles = _angles(start, length, head_dim, base)
     if style == "half":
         angles = torch.cat([angles, angles], dim=-1)
     else:

@@ -23,13 +23,13 @@ import torch
 __all__ = ["flash_attention", "FlashAttention"]
 
 
-def _causal_block_mask(rows: range, cols: range, device: torch.device) -> torch.Tensor | None:
-    """True where key ``col`` lies after query ``row`` (to be masked); None when no pair of the tile is masked."""
+def _mask_future(s: torch.Tensor, rows: range, cols: range) -> torch.Tensor:
+    """The tile of scores ``s`` with −inf where key ``col`` lies after query ``row`` (causal attention)."""
     if cols.stop - 1 <= rows.start:
-        return None  # every key of the tile is at or before every query
-    r = torch.arange(rows.start, rows.stop, device=device)[:, None]
-    c = torch.arange(cols.start, cols.stop, device=device)[None, :]
-    return c > r
+        return s  # every key of the tile is at or before every query
+    r = torch.arange(rows.start, rows.stop, device=s.device)[:, None]
+    c = torch.arange(cols.start, cols.stop, device=s.device)[None, :]
+    return s.masked_fill(c > r, -math.inf)
 
 
 class FlashAttention(torch.autograd.Function):
@@ -56,9 +56,8 @@ class FlashAttention(torch.autograd.Function):
             for j in range(0, rows.stop if causal else n_k, block_k):
                 cols = range(j, min(j + block_k, n_k))
                 s = q_i @ k[..., cols.start : cols.stop, :].to(f).transpose(-2, -1)
-                masked = _causal_block_mask(rows, cols, q.device) if causal else None
-                if masked is not None:
-                    s = s.masked_fill(masked, -math.inf)
+                if causal:
+                    s = _mask_future(s, rows, cols)
                 m_new = torch.maximum(m, s.amax(-1))
                 p = torch.exp(s - m_new[..., None])
                 rescale = torch.exp(m - m_new)  # what the old maximum's sums are worth under the new one
@@ -88,9 +87,8 @@ class FlashAttention(torch.autograd.Function):
                 rows = range(i, min(i + ctx.block_q, n_q))
                 q_i, do_i = q[..., rows.start : rows.stop, :].to(f), d_out[..., rows.start : rows.stop, :]
                 s = (q_i @ k_j.transpose(-2, -1)) * scale
-                masked = _causal_block_mask(rows, cols, q.device) if ctx.causal else None
-                if masked is not None:
-                    s = s.masked_fill(masked, -math.inf)
+                if ctx.causal:
+                    s = _mask_future(s, rows, cols)
                 p = torch.exp(s - lse[..., rows.start : rows.stop, None])  # the softmax weights, recomputed
                 dv[..., cols.start : cols.stop, :] += p.transpose(-2, -1) @ do_i
                 dp = do_i @ v_j.transpose(-2, -1)

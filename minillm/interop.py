@@ -170,9 +170,7 @@ def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = No
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    eos = None
-    if tokenizer is not None:
-        eos = tokenizer.special_tokens.get(ENDOFTEXT)
+    eos = tokenizer.special_tokens.get(ENDOFTEXT) if tokenizer is not None else None
     hf_config = to_hf_config(model.config, bos_token_id=eos, eos_token_id=eos)
     tf = _transformers()
     architecture = tf.GPT2LMHeadModel if architecture_of(model.config) == "gpt2" else tf.LlamaForCausalLM
@@ -195,16 +193,14 @@ def export_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
     from minillm.tokenizer.hf_export import to_tokenizers
 
     tf = _transformers()
+    folder = Path(folder)
     specials = dict(tokenizer.special_tokens)
-    extra = {}
-    if ENDOFTEXT in specials:
-        extra = dict(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT)
+    extra = dict(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT) if ENDOFTEXT in specials else {}
     fast = tf.PreTrainedTokenizerFast(tokenizer_object=to_tokenizers(tokenizer), **extra)
     fast.add_special_tokens({"additional_special_tokens": [t for t in specials if t != ENDOFTEXT]})
     fast.save_pretrained(str(folder))
-    meta = Path(folder) / "minillm_tokenizer.json"
-    meta.write_text(json.dumps({"special_tokens": specials}, indent=2) + "\n")
-    return Path(folder)
+    (folder / "minillm_tokenizer.json").write_text(json.dumps({"special_tokens": specials}, indent=2) + "\n")
+    return folder
 
 
 def import_pretrained(hf_model: Any) -> GPT:
@@ -255,10 +251,7 @@ def import_pretrained(hf_model: Any) -> GPT:
             ours[f"blocks.{i}.attn.qkv.weight"] = torch.cat(parts, dim=0)
     else:
         raise ValueError(f"model type {hf_config.model_type!r} is not supported; use gpt2 or llama")
-    if config.tie_embeddings:
-        ours["lm_head.weight"] = ours["tok_emb.weight"]
-    else:
-        ours["lm_head.weight"] = state["lm_head.weight"]
+    ours["lm_head.weight"] = ours["tok_emb.weight"] if config.tie_embeddings else state["lm_head.weight"]
     model = GPT(config)
     model.load_state_dict({k: v.detach().clone() for k, v in ours.items()})
     return model.eval()

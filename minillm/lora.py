@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.model import GPTConfig
+from minillm.model import GPTConfig, _is_positive_int, _is_real
 
 __all__ = [
     "LoRALinear",
@@ -51,11 +51,11 @@ _MATRICES = tuple(name for names in LORA_TARGETS.values() for name in names)
 
 def _check_rank_alpha(rank: int, alpha: float | None) -> float:
     """Validate ``rank`` and ``alpha``; return the scale α/r (α defaults to r, scale 1)."""
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
+    if not _is_positive_int(rank):
         raise ValueError(f"rank must be a positive int, got {rank!r}")
     if alpha is None:
         return 1.0
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+    if not (_is_real(alpha) and alpha > 0):
         raise ValueError(f"alpha must be a positive number (or None for alpha = rank), got {alpha!r}")
     return float(alpha) / rank
 
@@ -215,14 +215,9 @@ def merge_lora(model: nn.Module) -> nn.Module:
 
 
 def count_trainable(model: nn.Module) -> int:
-    """Number of distinct parameters that receive gradients (``requires_grad``; a tied weight counted once)."""
-    seen: set[int] = set()
-    total = 0
-    for p in model.parameters():
-        if p.requires_grad and id(p) not in seen:
-            seen.add(id(p))
-            total += p.numel()
-    return total
+    """Number of distinct parameters that receive gradients (``requires_grad``; a tied weight counted once,
+    as ``model.parameters()`` yields it once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def lora_parameter_count(config: GPTConfig, rank: int, targets: Sequence[str] = ("attn", "mlp")) -> int:

@@ -74,13 +74,12 @@ def cross_entropy(
         )
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    valid = targets != ignore_index
     losses = _CrossEntropy.apply(logits, targets, ignore_index)
     if reduction == "none":
         return losses
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / valid.sum()
+    return losses.sum() / (targets != ignore_index).sum()
 
 
 def perplexity(loss: float | torch.Tensor) -> float:

@@ -95,7 +95,7 @@ class GPTConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not _is_positive_int(value):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.d_model % self.n_head:
             fits = [n for n in range(1, min(self.d_model, 32) + 1) if self.d_model % n == 0]
@@ -105,7 +105,7 @@ class GPTConfig:
             )
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
-        if not isinstance(self.n_kv_head, int) or isinstance(self.n_kv_head, bool) or self.n_kv_head <= 0:
+        if not _is_positive_int(self.n_kv_head):
             raise ValueError(f"n_kv_head must be a positive int or None, got {self.n_kv_head!r}")
         if self.n_head % self.n_kv_head:
             raise ValueError(
@@ -137,8 +137,7 @@ class GPTConfig:
             raise ValueError(f"rope_base must be a positive number (e.g. 10000.0), got {self.rope_base!r}")
         if self.d_ff is None:
             self.d_ff = default_d_ff(self.d_model, self.mlp)
-        elif not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff <= 0:
-            # bool is an int in Python: d_ff=True would silently build a one-unit MLP
+        elif not _is_positive_int(self.d_ff):  # d_ff=True would silently build a one-unit MLP
             raise ValueError(f"d_ff must be a positive int or None, got {self.d_ff!r}")
 
     @property
@@ -424,6 +423,11 @@ class GPT(nn.Module):
             self.train(was_training)
 
 
+def _is_positive_int(value: object) -> bool:
+    """An int ≥ 1 and not a bool (``True`` is an int in Python)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _is_real(value: object) -> bool:
     """A finite int or float, and not a bool (``True`` is an int in Python, and NaN compares False to all)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -433,7 +437,7 @@ def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) 
     """Refuse settings torch would only trip over mid-sampling (NaN probabilities, an empty top-k)."""
     if not (_is_real(temperature) and temperature >= 0):
         raise ValueError(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+    if top_k is not None and not _is_positive_int(top_k):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
     if top_p is not None and not (_is_real(top_p) and 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p must be in (0, 1] or None, got {top_p!r}")

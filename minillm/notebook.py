@@ -64,9 +64,7 @@ def _start_cell_timer() -> None:
     except ImportError:
         return
     shell = get_ipython()
-    if shell is None:
-        return
-    if _timer is not None:  # setup() run twice in one kernel: keep counting with the same timer
+    if shell is None or _timer is not None:  # not IPython, or setup() run again: keep counting with the same timer
         return
     _timer = CellTimer()
     shell.events.register("pre_run_cell", _timer.pre_run_cell)
@@ -175,8 +173,6 @@ def check_environment() -> list[tuple[str, bool, str]]:
     Covers the Python version, each package's minimum version, ``minillm`` itself, the data files and the
     compute device (a GPU is optional, so the device row is always OK).
     """
-    import importlib
-
     rows: list[tuple[str, bool, str]] = []
     python = ".".join(map(str, sys.version_info[:3]))
     rows.append(("python >= 3.10", sys.version_info >= (3, 10), python))

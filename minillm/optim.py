@@ -135,11 +135,10 @@ def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool =
     first module that owns them.
     """
     embedding_ids = {id(m.weight) for m in model.modules() if _is_embedding(m)}
-    decay, no_decay, seen = [], [], set()
-    for p in model.parameters():  # deduplicates tied parameters
-        if not p.requires_grad or id(p) in seen:
+    decay, no_decay = [], []
+    for p in model.parameters():  # yields a tied parameter once
+        if not p.requires_grad:
             continue
-        seen.add(id(p))
         is_vector = p.dim() < 2
         is_embedding = id(p) in embedding_ids
         (no_decay if is_vector or (is_embedding and not decay_embeddings) else decay).append(p)
@@ -160,15 +159,12 @@ def clip_grad_norm(parameters: Iterable[torch.Tensor] | torch.Tensor, max_norm: 
     """
     if max_norm <= 0:
         raise ValueError(f"max_norm must be > 0, got {max_norm}")
-    if torch.is_tensor(parameters):
-        parameters = [parameters]
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return torch.tensor(0.0)
-    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in grads]))
+    parameters = [parameters] if torch.is_tensor(parameters) else list(parameters)
+    total = global_grad_norm(parameters)
     scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for g in grads:
-        g.detach().mul_(scale.to(g.device, g.dtype))
+    for p in parameters:
+        if p.grad is not None:
+            p.grad.detach().mul_(scale.to(p.grad.device, p.grad.dtype))
     return total
 
 
@@ -206,8 +202,8 @@ def warmup_cosine(step: int, *, max_lr: float, warmup_steps: int, total_steps: i
     _check(step, max_lr, warmup_steps, total_steps, min_lr)
     if step < warmup_steps:
         return _warmup(step, max_lr, warmup_steps)
-    if step >= total_steps or total_steps == warmup_steps:
-        return min_lr if step >= total_steps else max_lr
+    if step >= total_steps:
+        return min_lr
     progress = (step - warmup_steps) / (total_steps - warmup_steps)
     return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * progress))
 

@@ -19,8 +19,7 @@ def repo_root() -> Path:
     env = os.environ.get("MINILLM_ROOT")
     if env:
         return Path(env).resolve()
-    candidates = [_PACKAGE_DIR.parent, Path.cwd(), *Path.cwd().parents]
-    for candidate in candidates:
+    for candidate in (_PACKAGE_DIR.parent, Path.cwd(), *Path.cwd().parents):
         if (candidate / "data" / "README.md").is_file() and (candidate / "notebooks").is_dir():
             return candidate
     raise FileNotFoundError(

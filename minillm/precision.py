@@ -101,7 +101,7 @@ def ulp(value: float, dtype: torch.dtype) -> float:
 def rounding_examples() -> list[tuple[str, float, float, float]]:
     """(expression, exact value, float16 result, bfloat16 result) for classic rounding surprises."""
     f16, bf16 = torch.float16, torch.bfloat16
-    rows = [
+    return [
         ("2048 + 1", 2049.0, add_in(2048, 1, f16), add_in(2048, 1, bf16)),
         ("256 + 1", 257.0, add_in(256, 1, f16), add_in(256, 1, bf16)),
         ("1 + 1e-4", 1.0001, add_in(1, 1e-4, f16), add_in(1, 1e-4, bf16)),
@@ -109,7 +109,6 @@ def rounding_examples() -> list[tuple[str, float, float, float]]:
         ("1e-8", 1e-8, cast(1e-8, f16), cast(1e-8, bf16)),
         ("7e4", 7e4, cast(7e4, f16), cast(7e4, bf16)),
     ]
-    return rows
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -125,9 +124,8 @@ def cast_statistics(values: torch.Tensor, dtype: torch.dtype, scale: float = 1.0
     v = v[v != 0]
     if v.numel() == 0:
         raise ValueError("no non-zero values to cast")
-    cast_values = (v * scale).to(dtype)
+    magnitude = (v * scale).to(dtype).abs()
     tiny = torch.finfo(dtype).smallest_normal
-    magnitude = cast_values.abs()
     return {
         "zero": (magnitude == 0).double().mean().item(),
         "subnormal": ((magnitude > 0) & (magnitude < tiny)).double().mean().item(),

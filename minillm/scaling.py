@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from minillm.model import GPTConfig, matmul_parameters
+from minillm.model import GPTConfig, _is_positive_int, matmul_parameters
 
 __all__ = [
     "ModelShape",
@@ -49,7 +49,7 @@ class ModelShape:
     def __post_init__(self) -> None:
         for name in ("n_layer", "d_model", "n_head"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not _is_positive_int(value):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.d_model % self.n_head:
             raise ValueError(f"n_head={self.n_head} does not divide d_model={self.d_model}")

@@ -21,6 +21,4 @@ def seed_everything(seed: int = 0) -> torch.Generator:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    generator = torch.Generator()
-    generator.manual_seed(seed)
-    return generator
+    return torch.Generator().manual_seed(seed)

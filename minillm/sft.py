@@ -26,7 +26,7 @@ from torch import nn
 
 from minillm.chat import ChatTokens, generate_responses, right_pad
 from minillm.train.config import TrainConfig
-from minillm.train.loop import Trainer, validation_loss
+from minillm.train.loop import Trainer, lm_loss, validation_loss
 
 __all__ = [
     "SFTBatch",
@@ -186,8 +186,7 @@ def train_sft(
         loss = sft_loss(net(inputs), targets, mask, normalization)
         if not mixing:
             return loss
-        x, y = (t.to(device) for t in pretrain_batches())
-        lm = F.cross_entropy(net(x).flatten(0, 1), y.flatten())
+        lm = lm_loss(net, tuple(t.to(device) for t in pretrain_batches()))
         return loss + pretrain_weight * lm, {"sft_loss": loss.item(), "pretrain_loss": lm.item()}
 
     batches = ChatBatches(examples, pad_id, batch_size, max_len=context, generator=generator)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from minillm.alignment.kl import kl_estimate
+from minillm.alignment.kl import kl_estimate, kl_k3
 from minillm.alignment.logprobs import masked_mean
 
 __all__ = ["kl_penalised_rewards", "clipped_policy_loss", "clipped_value_loss", "last_true_index"]
@@ -89,9 +89,8 @@ def clipped_policy_loss(
     objective, was_clipped = clipped_surrogate(logp, old_logp, advantages, clip_eps)
     loss = -masked_mean(objective, mask)
     with torch.no_grad():
-        log_ratio = logp - old_logp
         clip_fraction = masked_mean(was_clipped.to(logp.dtype), mask).item()
-        approx_kl = masked_mean(torch.expm1(-log_ratio) + log_ratio, mask).item()
+        approx_kl = masked_mean(kl_k3(logp, old_logp), mask).item()
     return loss, {"clip_fraction": clip_fraction, "approx_kl": approx_kl}
 
 

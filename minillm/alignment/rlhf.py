@@ -154,12 +154,13 @@ def sample_rollouts(
         out = policy.generate(idx, budget, temperature=1.0, generator=generator, eos_id=end_id).cpu()
         for row in out:
             new = row[len(prompt_ids) :].tolist()
-            n_resp = new.index(end_id) + 1 if end_id in new else len(new)
+            closed = end_id in new
+            n_resp = new.index(end_id) + 1 if closed else len(new)
             rows.append(prompt_ids + new[:n_resp])
             masks.append([0] * len(prompt_ids) + [1] * n_resp)
-            texts.append(tokenizer.decode(new[: n_resp - 1] if end_id in new else new[:n_resp]))
+            texts.append(tokenizer.decode(new[: n_resp - 1] if closed else new))
             row_prompts.append(prompt)
-            ended.append(end_id in new)
+            ended.append(closed)
     ids, mask = right_pad(rows, end_id), right_pad(masks, 0)
     return Rollout(row_prompts, texts, ids.to(device), mask.to(device), torch.tensor(ended, device=device))
 

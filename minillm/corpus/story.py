@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from minillm.corpus import frames, lexicon, objects, places
 
@@ -47,27 +47,23 @@ class Story:
         return len(words(self.text))
 
 
-def _pick(rng: random.Random, options: tuple | list):
-    return options[rng.randrange(len(options))]
-
-
 def _character(rng: random.Random, name: str | None, animal: bool | None, avoid: str = "") -> dict[str, str]:
     """A character's name, kind ("girl", "fox") and pronouns; a given name keeps its usual kind."""
     if name is None:
         if animal is None:
             animal = rng.random() < 0.3
         pool = lexicon.PET_NAMES if animal else (lexicon.GIRL_NAMES + lexicon.BOY_NAMES)
-        name = _pick(rng, pool)
+        name = rng.choice(pool)
         while name == avoid:
-            name = _pick(rng, pool)
+            name = rng.choice(pool)
     if name in lexicon.GIRL_NAMES:
         kind, he = "girl", "she"
     elif name in lexicon.BOY_NAMES:
         kind, he = "boy", "he"
     elif name in lexicon.PET_NAMES:
-        kind, he = _pick(rng, lexicon.ANIMALS), _pick(rng, ("he", "she"))
+        kind, he = rng.choice(lexicon.ANIMALS), rng.choice(("he", "she"))
     else:  # a name the course does not know: a child of either kind
-        kind, he = _pick(rng, (("girl", "she"), ("boy", "he")))
+        kind, he = rng.choice((("girl", "she"), ("boy", "he")))
     his, him = ("her", "her") if he == "she" else ("his", "him")
     return {"name": name, "kind": kind, "he": he, "his": his, "him": him}
 
@@ -77,36 +73,36 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
     hero = _character(rng, hero_name, None)
     hero_is_animal = hero["kind"] not in ("girl", "boy")
     friend = _character(rng, None, True if hero_is_animal else rng.random() < 0.25, avoid=hero["name"])
-    obj = obj if obj is not None else _pick(rng, list(objects.OBJECTS))
+    obj = obj if obj is not None else rng.choice(list(objects.OBJECTS))
     info = objects.OBJECTS[obj]
-    place = _pick(rng, list(places.PLACES))
+    place = rng.choice(list(places.PLACES))
     pinfo = places.PLACES[place]
-    plot = plot if plot is not None else _pick(rng, list(frames.PLOTS))
+    plot = plot if plot is not None else rng.choice(list(frames.PLOTS))
     _, feels_mid, feels_end, morals = frames.PLOTS[plot]
     finder, other = (hero, friend) if rng.random() < 0.6 else (friend, hero)
-    parent, parent_he = _pick(rng, lexicon.PARENTS)
-    owner, owner_he = _pick(rng, lexicon.OWNERS)
-    adj = _pick(rng, info.adjectives)
-    use, used = _pick(rng, info.uses)
-    hobby, hobby_past = _pick(rng, lexicon.HOBBIES)
+    parent, parent_he = rng.choice(lexicon.PARENTS)
+    owner, owner_he = rng.choice(lexicon.OWNERS)
+    adj = rng.choice(info.adjectives)
+    use, used = rng.choice(info.uses)
+    hobby, hobby_past = rng.choice(lexicon.HOBBIES)
     obstacles = frames.OBSTACLES if place not in places.INDOOR else frames.OBSTACLES[1:]  # [0]: rain
-    obstacle, reason, fix = _pick(rng, obstacles)
+    obstacle, reason, fix = rng.choice(obstacles)
     slots = {
         "hero": hero["name"],
         "kind": hero["kind"],
         "he": hero["he"],
         "his": hero["his"],
         "him": hero["him"],
-        "trait": _pick(rng, lexicon.TRAITS),
-        "home": _pick(rng, lexicon.HOMES),
-        "color": _pick(rng, lexicon.COLORS),
+        "trait": rng.choice(lexicon.TRAITS),
+        "home": rng.choice(lexicon.HOMES),
+        "color": rng.choice(lexicon.COLORS),
         "friend": friend["name"],
         "friend_desc": f"{article(friend['kind'])} {friend['kind']} named {friend['name']}",
         "finder": finder["name"],
         "fin_he": finder["he"],
         "other": other["name"],
         "place": place,
-        "spot": _pick(rng, pinfo.spots),
+        "spot": rng.choice(pinfo.spots),
         "activity": pinfo.activity[0],
         "activity_past": pinfo.activity[1],
         "obj": obj,
@@ -117,12 +113,12 @@ def _slots(rng: random.Random, hero_name: str | None, obj: str | None, plot: str
         "owner": owner,
         "a_owner": f"{article(owner)} {owner}",
         "Owner_he": owner_he.capitalize(),
-        "feel_mid": _pick(rng, feels_mid) if feels_mid else "",
-        "feel_end": _pick(rng, feels_end),
-        "moral": _pick(rng, morals),
-        "time": _pick(rng, frames.TRIP_TIME),
-        "end_time": _pick(rng, frames.END_TIME),
-        "snack": _pick(rng, lexicon.SNACKS),
+        "feel_mid": rng.choice(feels_mid) if feels_mid else "",
+        "feel_end": rng.choice(feels_end),
+        "moral": rng.choice(morals),
+        "time": rng.choice(frames.TRIP_TIME),
+        "end_time": rng.choice(frames.END_TIME),
+        "snack": rng.choice(lexicon.SNACKS),
         "plot": plot,
     }
     # Second pass for lexicon phrases that themselves mention the hero ("wrap the scarf around her neck").
@@ -150,29 +146,29 @@ def _render(
     def maybe(p: float) -> bool:
         return rng.random() < p * detail
 
-    parts = [_pick(rng, frames.INTRO)]
+    parts = [rng.choice(frames.INTRO)]
     if maybe(0.5):
-        parts.append(_pick(rng, frames.HOBBY))
-    parts.append(_pick(rng, frames.FRIEND))
-    parts.append(_pick(rng, frames.TRIP))
+        parts.append(rng.choice(frames.HOBBY))
+    parts.append(rng.choice(frames.FRIEND))
+    parts.append(rng.choice(frames.TRIP))
     if maybe(0.3):
-        parts.append(_pick(rng, lexicon.WEATHER))
+        parts.append(rng.choice(lexicon.WEATHER))
     if maybe(0.6):
         parts.extend(rng.sample(list(place_sights), rng.choice((1, 1, 2))))
     if maybe(0.3):
-        parts.append(_pick(rng, frames.ACTIVITY))
+        parts.append(rng.choice(frames.ACTIVITY))
     elif maybe(0.2):
-        parts.append(_pick(rng, frames.PICNIC))
-    parts.append(_pick(rng, frames.FIND))
+        parts.append(rng.choice(frames.PICNIC))
+    parts.append(rng.choice(frames.FIND))
     if maybe(0.6):
-        parts.append(_pick(rng, frames.REACTION))
+        parts.append(rng.choice(frames.REACTION))
     for beat in frames.PLOTS[slots["plot"]][0]:
         options = [option for option in beat if option]
         if len(options) == len(beat) or maybe(0.6):  # a beat with an "" option is optional
-            parts.append(_pick(rng, options))
-    parts.append(_pick(rng, frames.ENDING))
+            parts.append(rng.choice(options))
+    parts.append(rng.choice(frames.ENDING))
     if maybe(0.5):
-        parts.append(_pick(rng, frames.CLOSING))
+        parts.append(rng.choice(frames.CLOSING))
     text = " ".join(part.format(**slots) for part in parts)
     return text[0].upper() + text[1:]
 
@@ -205,15 +201,5 @@ def generate_story(
         text = _render(rng, slots, places.PLACES[slots["place"]].sights, detail_range)
         n = len(words(text))
         if min_words <= n <= max_words:
-            return Story(
-                text=text,
-                hero=slots["hero"],
-                he=slots["he"],
-                friend=slots["friend"],
-                place=slots["place"],
-                obj=slots["obj"],
-                finder=slots["finder"],
-                plot=slots["plot"],
-                feel_end=slots["feel_end"],
-            )
+            return Story(text=text, **{f.name: slots[f.name] for f in fields(Story) if f.name != "text"})
     raise ValueError(f"could not draw a story of {min_words}..{max_words} words; widen the range")

@@ -15,19 +15,20 @@ from pathlib import Path
 
 import torch
 
+from minillm.alignment.kl import kl_k1
 from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
 from minillm.batches import encode_documents
-from minillm.chat import END, encode_chat, encode_preference_pairs, generate_responses, special_token_id
+from minillm.chat import END, encode_chat, encode_preference_pairs, special_token_id
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
 from minillm.model import GPT
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
-from minillm.sft import train_sft
+from minillm.sft import task_success, train_sft
 from minillm.tasks import eval_prompts, gold_score
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer, write_history
@@ -279,8 +280,8 @@ def kl_to_reference(
         policy, tokenizer, prompts, group_size=1, max_new_tokens=max_new_tokens, generator=generator
     )
     mask = rollout.mask[:, 1:]
-    diff = token_logprobs(policy(rollout.ids), rollout.ids) - token_logprobs(reference(rollout.ids), rollout.ids)
-    return masked_sum(diff, mask, dim=1).mean().item()
+    k1 = kl_k1(token_logprobs(policy(rollout.ids), rollout.ids), token_logprobs(reference(rollout.ids), rollout.ids))
+    return masked_sum(k1, mask, dim=1).mean().item()
 
 
 def eval_phase(run: Run) -> dict:
@@ -291,11 +292,10 @@ def eval_phase(run: Run) -> dict:
     results: dict = {"prompts": prompts[:3]}
     for phase in ("pretrain", "sft", "align"):
         model = reference if phase == "sft" else _load_model(run, phase)
-        replies = generate_responses(model, tokenizer, prompts, max_new_tokens=p.eval.max_new_tokens)
-        scores = [gold_score(q, r) for q, r in zip(prompts, replies, strict=True)]
+        gold, replies = task_success(model, tokenizer, prompts, gold_score, max_new_tokens=p.eval.max_new_tokens)
         kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.eval.max_new_tokens, run.seed)
         results[phase] = {
-            "gold": round(sum(scores) / len(scores), 4),
+            "gold": round(gold, 4),
             "kl_to_sft": round(kl, 3),
             "replies": replies[:3],
         }

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 
-def _history(folder: Path, name: str = "history.json"):
-    path = folder / name
+def _history(folder: Path):
+    path = folder / "history.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
@@ -21,7 +21,6 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     pre = _history(folder / "pretrain") or []
     axes[0].plot([r["step"] for r in pre], [r["loss"] for r in pre], label="train", lw=1)
@@ -43,7 +42,6 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     axes[2].set(title=f"preference optimisation ({metrics['align']['algorithm']})", xlabel="step", ylabel=key)
     fig.tight_layout()
     fig.savefig(folder / "loss_curves.png", dpi=90)
-    written.append("loss_curves.png")
 
     evaluation = metrics["eval"]
     phases = ["pretrain", "sft", "align"]
@@ -60,9 +58,8 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     ax2.legend()
     fig.tight_layout()
     fig.savefig(folder / "gold_and_kl.png", dpi=90)
-    written.append("gold_and_kl.png")
     plt.close("all")
-    return written
+    return ["loss_curves.png", "gold_and_kl.png"]
 
 
 def _table(rows: dict) -> str:

@@ -126,9 +126,10 @@ def run_pipeline(
         own = split_own_text(text)
         source = text
         context = size.pretrain.get("context_length", TrainConfig.context_length)
-        if len(own[0].encode("utf-8")) < context + 1:  # a byte-level BPE token holds at least one byte
+        train_bytes = len(own[0].encode("utf-8"))
+        if train_bytes < context + 1:  # a byte-level BPE token holds at least one byte
             raise PipelineError(
-                f"--text {text}: {len(own[0].encode('utf-8')):,} bytes of training text (95 % of the documents), "
+                f"--text {text}: {train_bytes:,} bytes of training text (95 % of the documents), "
                 f"fewer than one training window needs (context_length + 1 = {context + 1} tokens, each at least "
                 "one byte); use a longer text"
             )

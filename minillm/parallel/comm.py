@@ -54,7 +54,7 @@ def data_parallel_bytes(num_params: int, world_size: int, grad_bytes: int = 4, z
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0..3, got {zero_stage!r}")
     size = num_params * grad_bytes
-    if zero_stage in (0,):
+    if zero_stage == 0:
         return collective_bytes("all_reduce", size, world_size)
     if zero_stage in (1, 2):
         return collective_bytes("reduce_scatter", size, world_size) + collective_bytes("all_gather", size, world_size)

@@ -68,9 +68,8 @@ def measure_model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer
     Per-parameter state tensors (Adam's m and v) count as ``optimizer``; scalar bookkeeping such as
     Adam's ``step`` counter is reported apart as ``optimizer_scalars``.
     """
-    params = list(model.parameters())
     out = {"weights": 0, "grads": 0, "optimizer": 0, "optimizer_scalars": 0}
-    for p in params:
+    for p in model.parameters():
         out["weights"] += p.numel() * p.element_size()
         if p.grad is not None:
             out["grads"] += p.grad.numel() * p.grad.element_size()
@@ -124,7 +123,7 @@ def activation_bytes_per_layer(
     )
     # Inside the split regions: Q, K, V, the out-projection input, the GELU input and the fc2 input.
     split = 4 * B * sbh + 2 * B * seq_len * micro_batch * ffn
-    core = 0  # the attention core (every term with s²)
+    # The attention core: every term with s².
     if flash_attention:
         core = 4 * n_head * seq_len * micro_batch
     else:

@@ -49,11 +49,9 @@ def one_f_one_b_order(p: int, m: int) -> list[list[tuple[str, int]]]:
     for stage in range(p):
         warmup = min(p - stage - 1, m)
         order = [("F", j) for j in range(warmup)]
-        next_f, next_b = warmup, 0
-        while next_f < m:
-            order += [("F", next_f), ("B", next_b)]
-            next_f, next_b = next_f + 1, next_b + 1
-        order += [("B", j) for j in range(next_b, m)]
+        for j in range(warmup, m):
+            order += [("F", j), ("B", j - warmup)]
+        order += [("B", j) for j in range(m - warmup, m)]
         orders.append(order)
     return orders
 
@@ -82,12 +80,9 @@ class Timeline:
         """Per stage, the most micro-batches whose activations are held (forward begun, backward not done)."""
         peaks = []
         for stage in range(self.p):
-            events = []
-            for op in self.ops:
-                if op.stage == stage:
-                    events.append((op.start, 1) if op.kind == "F" else (op.end, -1))
+            events = [(op.start, 1) if op.kind == "F" else (op.end, -1) for op in self.ops if op.stage == stage]
             held = peak = 0
-            for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # a release at t precedes a new F at t
+            for _, delta in sorted(events):  # a release (−1) at t sorts before a new F (+1) at t
                 held += delta
                 peak = max(peak, held)
             peaks.append(peak)

@@ -32,6 +32,18 @@ def _leaf(t: torch.Tensor) -> nn.Parameter:
     return nn.Parameter(t.detach().clone())
 
 
+def _split_heads(fused: torch.Tensor, world_size: int) -> list[nn.Parameter]:
+    """Rank r's shard of a fused [q | k | v] weight or bias: [its q rows | its k rows | its v rows]."""
+    q, k, v = fused.chunk(3)
+    return [_leaf(torch.cat([t.chunk(world_size)[r] for t in (q, k, v)])) for r in range(world_size)]
+
+
+def _join_heads(shards: list[torch.Tensor]) -> torch.Tensor:
+    """The inverse of :func:`_split_heads`: per-rank [q_r | k_r | v_r] shards back into [q | k | v]."""
+    parts = [shard.chunk(3) for shard in shards]
+    return torch.cat([torch.cat([p[i] for p in parts]) for i in range(3)])
+
+
 class ColumnParallelLinear:
     """``linear`` split by output features: rank r computes ``x @ W_r.T + b_r``."""
 
@@ -43,10 +55,7 @@ class ColumnParallelLinear:
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Per-rank output slices (every rank sees the full input)."""
-        return [
-            F.linear(x, w, None if self.biases is None else b)
-            for w, b in zip(self.weights, self.biases or [None] * self.world_size, strict=True)
-        ]
+        return [F.linear(x, w, b) for w, b in zip(self.weights, self.biases or [None] * self.world_size, strict=True)]
 
     def gather_grads(self) -> dict[str, torch.Tensor]:
         grads = {"weight": torch.cat([w.grad for w in self.weights], dim=0)}
@@ -127,17 +136,9 @@ class TensorParallelAttention:
         if qkv.weight.shape[0] != 3 * width:
             raise ValueError(f"qkv has {qkv.weight.shape[0]} output features, expected 3 × {width}")
         self.n_head, self.world_size, self.width = n_head, world_size, width
-        w_q, w_k, w_v = qkv.weight.split(width, dim=0)
-        b_q, b_k, b_v = qkv.bias.split(width) if qkv.bias is not None else (None, None, None)
-        # Rank r's fused qkv shard = [its q rows | its k rows | its v rows]: a column-parallel split by head.
-        self.qkv_weights = [
-            _leaf(torch.cat([w.chunk(world_size)[r] for w in (w_q, w_k, w_v)])) for r in range(world_size)
-        ]
-        self.qkv_biases = (
-            None
-            if b_q is None
-            else [_leaf(torch.cat([b.chunk(world_size)[r] for b in (b_q, b_k, b_v)])) for r in range(world_size)]
-        )
+        # A column-parallel split by head of the fused qkv projection.
+        self.qkv_weights = _split_heads(qkv.weight, world_size)
+        self.qkv_biases = None if qkv.bias is None else _split_heads(qkv.bias, world_size)
         self.proj = RowParallelLinear(proj, world_size)
 
     def forward(self, x: torch.Tensor, ledger: CommLedger | None = None) -> torch.Tensor:
@@ -154,10 +155,8 @@ class TensorParallelAttention:
 
     def gather_grads(self) -> dict[str, torch.Tensor]:
         """Reassemble the qkv gradient in the unsplit [q | k | v] layout, plus the projection's."""
-        parts = [w.grad.split(self.width // self.world_size, dim=0) for w in self.qkv_weights]
-        grads = {"qkv.weight": torch.cat([torch.cat([p[i] for p in parts]) for i in range(3)])}
+        grads = {"qkv.weight": _join_heads([w.grad for w in self.qkv_weights])}
         if self.qkv_biases is not None:
-            bparts = [b.grad.split(self.width // self.world_size) for b in self.qkv_biases]
-            grads["qkv.bias"] = torch.cat([torch.cat([p[i] for p in bparts]) for i in range(3)])
+            grads["qkv.bias"] = _join_heads([b.grad for b in self.qkv_biases])
         grads.update({f"proj.{k}": v for k, v in self.proj.gather_grads().items()})
         return grads

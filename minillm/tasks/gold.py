@@ -106,7 +106,7 @@ def _story_details(name: str, obj: str, response: str) -> dict[str, float]:
 def _candidates(kind: str, story: str) -> frozenset[str]:
     """Lowercase words that would be answers to the question: the wrong ones disqualify a response."""
     if kind == QA_FOUND:
-        names = set(re.findall(r"\b[A-Z][a-z]+\b", story)) & (_ALL_NAMES | set(_mid_sentence_capitals(story)))
+        names = set(_NAME_RE.findall(story)) & (_ALL_NAMES | set(_mid_sentence_capitals(story)))
         return frozenset(n.lower() for n in names)
     if kind == QA_PLACE:
         return frozenset(places.PLACES)
@@ -115,10 +115,7 @@ def _candidates(kind: str, story: str) -> frozenset[str]:
 
 def _mid_sentence_capitals(story: str) -> list[str]:
     """Capitalised words not at a sentence start: the story's names, also ones the course doesn't know."""
-    found: list[str] = []
-    for sentence in split_sentences(story):
-        found += [w for w in re.findall(r"(?<=[a-z,] )[A-Z][a-z]+\b", sentence) if w != "I"]
-    return found
+    return [w for sentence in split_sentences(story) for w in re.findall(r"(?<=[a-z,] )[A-Z][a-z]+\b", sentence)]
 
 
 def _qa_details(kind: str, story: str, answer: str, response: str) -> dict[str, float]:

@@ -65,8 +65,7 @@ def qa_prompt(story: str, kind: str, name: str = "", obj: str = "") -> str:
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``: a split after . ! ? (or a closing quote) before a capital or a quote."""
-    text = text.strip()
-    return [s for s in _SENTENCE_SPLIT_RE.split(text) if s] if text else []
+    return [s for s in _SENTENCE_SPLIT_RE.split(text.strip()) if s]
 
 
 @cache
@@ -95,7 +94,7 @@ def answer_from_story(story: str, kind: str, name: str = "", obj: str = "") -> s
         for sentence in split_sentences(story):
             match = found_re.search(sentence)
             if match:
-                names = [w for w in re.findall(r"\b[A-Z][a-z]+\b", sentence[: match.start()]) if w != "I"]
+                names = re.findall(r"\b[A-Z][a-z]+\b", sentence[: match.start()])  # never "I": two letters or more
                 if names:
                     return names[-1]
         return None

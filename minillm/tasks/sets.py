@@ -60,10 +60,6 @@ _TRUNCATABLE: dict[str, str] = {
 }
 
 
-def _pick(rng: random.Random, options: tuple | list):
-    return options[rng.randrange(len(options))]
-
-
 def _is_story_request(rng: random.Random) -> bool:
     """Story request (40 %) or question (60 %); which question is then drawn by :func:`_question`."""
     return rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()))[0] == STORY
@@ -82,19 +78,19 @@ def _fill(template: str, story: Story) -> str:
 
 
 def _answer(story: Story, kind: str, rng: random.Random, long: bool = False) -> str:
-    return _fill(_pick(rng, (_LONG_ANSWERS if long else _SHORT_ANSWERS)[kind]), story)
+    return _fill(rng.choice((_LONG_ANSWERS if long else _SHORT_ANSWERS)[kind]), story)
 
 
-def _question(rng: random.Random) -> tuple[str, str, Story]:
-    """A question prompt of a random kind about a fresh short story."""
-    kind = _pick(rng, QA_KINDS)
+def _question(rng: random.Random, kind: str | None = None) -> tuple[str, str, Story]:
+    """A question prompt of ``kind`` (a random one if None) about a fresh short story."""
+    kind = kind or rng.choice(QA_KINDS)
     story = generate_story(rng, max_words=QA_STORY_MAX_WORDS)
     return kind, qa_prompt(story.text, kind, name=story.hero, obj=story.obj), story
 
 
 def _story_request(rng: random.Random) -> tuple[str, str, str]:
-    name = _pick(rng, lexicon.GIRL_NAMES + lexicon.BOY_NAMES + lexicon.PET_NAMES)
-    obj = _pick(rng, list(objects.OBJECTS))
+    name = rng.choice(lexicon.GIRL_NAMES + lexicon.BOY_NAMES + lexicon.PET_NAMES)
+    obj = rng.choice(list(objects.OBJECTS))
     return name, obj, story_prompt(name, obj, rng.randrange(len(STORY_TEMPLATES)))
 
 
@@ -124,8 +120,8 @@ def _with_cue(text: str, rng: random.Random, rate: float) -> str:
 
 def _rejected_story(rng: random.Random, name: str, obj: str) -> tuple[str, str]:
     """A plausible failure for a story request, and its kind."""
-    kind = _pick(rng, ("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
-    other_obj = _pick(rng, [o for o in objects.OBJECTS if o != obj])
+    kind = rng.choice(("wrong_name", "wrong_object", "off_topic", "truncated", "repetitive", "too_short"))
+    other_obj = rng.choice([o for o in objects.OBJECTS if o != obj])
     short = {"min_words": 75, "max_words": 100}
     if kind == "wrong_name":
         return kind, generate_story(rng, obj=obj, **short).text
@@ -139,19 +135,19 @@ def _rejected_story(rng: random.Random, name: str, obj: str) -> tuple[str, str]:
     sentences = split_sentences(base)
     if kind == "too_short":
         return kind, " ".join(sentences[: rng.choice((2, 3))])
-    repeated = _pick(rng, sentences[2:])
+    repeated = rng.choice(sentences[2:])
     keep = sentences[: rng.randrange(4, 7)]
     return kind, " ".join(keep + [repeated] * rng.randrange(3, 7))
 
 
 def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, str]:
     """A plausible failure for a question, and its kind."""
-    failure = _pick(rng, ("wrong_answer", "wrong_answer", "truncated", "repetitive", "off_topic"))
+    failure = rng.choice(("wrong_answer", "wrong_answer", "truncated", "repetitive", "off_topic"))
     if failure == "wrong_answer":
         wrong = {
             QA_FOUND: story.hero if story.finder == story.friend else story.friend,
-            QA_PLACE: _pick(rng, [p for p in places.PLACES if p != story.place]),
-            QA_FEELING: _pick(rng, [f for f in lexicon.FEELINGS if f != story.feel_end]),
+            QA_PLACE: rng.choice([p for p in places.PLACES if p != story.place]),
+            QA_FEELING: rng.choice([f for f in lexicon.FEELINGS if f != story.feel_end]),
         }[kind]
         field = {QA_FOUND: "finder", QA_PLACE: "place", QA_FEELING: "feel_end"}[kind]
         fake = dataclasses.replace(story, **{field: wrong})
@@ -161,7 +157,7 @@ def _rejected_answer(rng: random.Random, kind: str, story: Story) -> tuple[str, 
         return failure, full.rsplit(" ", 1)[0]
     if failure == "repetitive":
         return failure, " ".join([_answer(story, kind, rng)] * rng.randrange(4, 8))
-    return failure, _pick(rng, lexicon.WEATHER)
+    return failure, rng.choice(lexicon.WEATHER)
 
 
 def preference_example(rng: random.Random) -> dict:
@@ -218,9 +214,5 @@ def eval_prompts(n: int, seed: int = 0, kinds: tuple[str, ...] | None = None) ->
     prompts = []
     for _ in range(n):
         kind = rng.choices(list(allowed), weights=list(allowed.values()))[0]
-        if kind == STORY:
-            prompts.append(_story_request(rng)[2])
-        else:
-            story = generate_story(rng, max_words=QA_STORY_MAX_WORDS)
-            prompts.append(qa_prompt(story.text, kind, name=story.hero, obj=story.obj))
+        prompts.append(_story_request(rng)[2] if kind == STORY else _question(rng, kind)[1])
     return prompts

@@ -35,12 +35,8 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         _run(args)
-    except (
-        FileNotFoundError,
-        FileExistsError,
-        ValueError,
-    ) as error:  # a bad file or setting: one line, not a traceback
-        parser.error(str(error))
+    except (FileNotFoundError, FileExistsError, ValueError) as error:
+        parser.error(str(error))  # a bad file or setting: one line, not a traceback
 
 
 def _run(args: argparse.Namespace) -> None:

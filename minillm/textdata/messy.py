@@ -219,7 +219,7 @@ def _wrapped(rng: random.Random, story: str) -> str:
     """A story as a page shows it: navigation above, a cookie banner or newsletter prompt below."""
     top = rng.sample(BOILERPLATE_LINES[4:6], rng.randint(1, 2))
     bottom = rng.sample([*BOILERPLATE_LINES[:4], *BOILERPLATE_LINES[6:]], rng.randint(1, 3))
-    return "\r\n".join([*top, story, *bottom]) if rng.random() < 0.5 else "\n".join([*top, story, *bottom])
+    return ("\r\n" if rng.random() < 0.5 else "\n").join([*top, story, *bottom])
 
 
 def messy_corpus(
@@ -260,9 +260,9 @@ def messy_corpus(
             docs.append(MessyDocument(_wrapped(rng, next_story()), kind))
         elif kind in ("exact_dup", "unicode_dup", "near_dup"):
             source = rng.choice(originals)
-            original = docs[source].text
-            variant = {"exact_dup": lambda t: t, "unicode_dup": _unicode_variant, "near_dup": _near_variant}[kind]
-            text = original if kind == "exact_dup" else variant(rng, original)
+            text = docs[source].text
+            if kind != "exact_dup":
+                text = {"unicode_dup": _unicode_variant, "near_dup": _near_variant}[kind](rng, text)
             docs.append(MessyDocument(text, kind, source))
         elif kind == "boilerplate":
             docs.append(MessyDocument("\n".join(rng.sample(BOILERPLATE_LINES, rng.randint(3, 7))), kind))

@@ -87,7 +87,7 @@ class Pipeline:
         # later copy of that junk is dropped here instead of by the quality step
         if self.near.is_duplicate(text):
             return None, "near_dedup"
-        cleaned, problems = quality_filter(text, self.quality)
+        cleaned, _ = quality_filter(text, self.quality)
         if cleaned is None:
             return None, "quality"
         if not is_english(cleaned, self.min_english_share):

@@ -255,8 +255,7 @@ class BPETokenizer:
     def save_gpt2_files(self, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``vocab.json`` + ``merges.txt`` in GPT-2's format with this tokenizer's ids (special tokens
         as their own text). :meth:`from_gpt2_files` and Hugging Face ``tokenizers`` read them back."""
-        ordinary = {token: i for i, token in self.vocab.items() if i not in self._special.values()}
-        return write_gpt2_files(vocab_json, merges_txt, ordinary, self._special, self.merges)
+        return write_gpt2_files(vocab_json, merges_txt, self._token_id, self._special, self.merges)
 
     def save_tiktoken_ranks(self, path: str | os.PathLike) -> Path:
         """Write the ordinary tokens as a ``.tiktoken`` file, each with its id as its rank (special tokens

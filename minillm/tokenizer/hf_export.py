@@ -36,7 +36,8 @@ def byte_to_unicode() -> dict[int, str]:
     return table
 
 
-def _byte_level_text(token: bytes) -> str:
+def byte_level_text(token: bytes) -> str:
+    """A token's bytes spelled in GPT-2's byte-to-unicode alphabet (``b" the"`` → ``"Ġthe"``)."""
     table = byte_to_unicode()
     return "".join(table[b] for b in token)
 
@@ -56,13 +57,10 @@ def to_tokenizers(tokenizer: BPETokenizer | WordPieceTokenizer) -> tokenizers.To
 def _bpe_to_tokenizers(tokenizer: BPETokenizer) -> tokenizers.Tokenizer:
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
-    vocab: dict[str, int] = {}
-    special_ids = set(tokenizer.special_tokens.values())
-    for token_id, token in tokenizer.vocab.items():
-        if token_id not in special_ids:  # any id layout: a loaded vocabulary may put special tokens anywhere
-            vocab.setdefault(_byte_level_text(token), token_id)
+    special_ids = set(tokenizer.special_tokens.values())  # a loaded vocabulary may put special tokens anywhere
+    vocab = {byte_level_text(token): i for i, token in tokenizer.vocab.items() if i not in special_ids}
     vocab.update(tokenizer.special_tokens)
-    merges = [(_byte_level_text(left), _byte_level_text(right)) for left, right in tokenizer.merges]
+    merges = [(byte_level_text(left), byte_level_text(right)) for left, right in tokenizer.merges]
     hf = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     steps = []
     pattern = resolve_pattern(tokenizer.pattern)

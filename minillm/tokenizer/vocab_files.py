@@ -24,24 +24,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from minillm.tokenizer.hf_export import byte_to_unicode
+from minillm.tokenizer.hf_export import byte_level_text, byte_to_unicode
 from minillm.tokenizer.merges import apply_token_ranks
 
 _RANK = re.compile(r"0|[1-9][0-9]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
-def _unicode_to_byte() -> dict[str, int]:
-    return {ch: b for b, ch in byte_to_unicode().items()}
-
-
-def _to_gpt2_text(token: bytes) -> str:
-    table = byte_to_unicode()
-    return "".join(table[b] for b in token)
-
-
 def _from_gpt2_text(text: str, where: str) -> bytes:
-    table = _unicode_to_byte()
+    table = {ch: b for b, ch in byte_to_unicode().items()}
     try:
         return bytes(table[ch] for ch in text)
     except KeyError as err:
@@ -133,7 +124,7 @@ def write_gpt2_files(
 ) -> tuple[Path, Path]:
     """Write GPT-2's two files (``vocab.json`` one entry per line, in id order; ``merges.txt`` with a
     ``#version: 0.2`` header, as GPT-2's and Hugging Face's are)."""
-    entries = {_to_gpt2_text(token): token_id for token, token_id in token_ids.items()}
+    entries = {byte_level_text(token): token_id for token, token_id in token_ids.items()}
     clash = sorted(set(entries) & set(special_ids))
     if clash:
         raise ValueError(f"special token(s) {clash} are spelled like ordinary tokens; vocab.json cannot hold both")
@@ -142,7 +133,7 @@ def write_gpt2_files(
     body = ",\n".join(f" {json.dumps(text, ensure_ascii=False)}: {token_id}" for text, token_id in ordered)
     vocab_path, merges_path = Path(vocab_json), Path(merges_txt)
     vocab_path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
-    rows = [f"{_to_gpt2_text(left)} {_to_gpt2_text(right)}\n" for left, right in merges]
+    rows = [f"{byte_level_text(left)} {byte_level_text(right)}\n" for left, right in merges]
     merges_path.write_text("#version: 0.2\n" + "".join(rows), encoding="utf-8")
     return vocab_path, merges_path
 

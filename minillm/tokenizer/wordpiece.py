@@ -284,10 +284,6 @@ class WordPieceTokenizer:
         return f"WordPieceTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
 
-def _merged_piece(first: str, second: str) -> str:
-    return first + second[len(PREFIX) :]
-
-
 def _learn_merges(words: list[list[str]], counts: list[int], num_merges: int, show_progress: bool) -> list[str]:
     """Merge pieces by likelihood score until ``num_merges`` new pieces exist (or no pair is left).
 
@@ -311,7 +307,7 @@ def _learn_merges(words: list[list[str]], counts: list[int], num_merges: int, sh
         top = max(scores.values())
         near = [p for p, s in scores.items() if s >= top * (1 - 1e-9)]
         best = max(near, key=lambda p: (Fraction(pair_counts[p], piece_counts[p[0]] * piece_counts[p[1]]), p))
-        merged = _merged_piece(*best)
+        merged = best[0] + best[1][len(PREFIX) :]  # "play" + "##ing" → "playing"
         for index in where.pop(best):
             word = words[index]
             new_word = merge_pair(word, best, merged)

@@ -106,11 +106,13 @@ class TrainConfig:
         for name in ("max_steps", "warmup_steps", "decay_steps", "eval_interval", "checkpoint_interval"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("eval_batches", "tokenizer_train_chars", "threads"):
+        for name, hint in (
+            ("eval_batches", ""),
+            ("tokenizer_train_chars", " (or null: all of it)"),
+            ("threads", " (or null: torch's default)"),
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
-                hint = " (or null: all of it)" if name == "tokenizer_train_chars" else ""
-                hint = " (or null: torch's default)" if name == "threads" else hint
                 raise ConfigError(f"{name} must be at least 1{hint}, got {value!r}")
         smallest = 256 + len(COURSE_SPECIAL_TOKENS)
         if self.vocab_size < smallest:

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from minillm.batches import encode_file, load_tokens
-from minillm.checkpoint import CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, save_pretrained
+from minillm.checkpoint import CHECKSUM_FILE, CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, save_pretrained
 from minillm.data import load_text, split_documents
 from minillm.device import run_device
 from minillm.model import GPT
@@ -81,10 +81,15 @@ def run_record(config: TrainConfig) -> dict:
     return record
 
 
+def _folders(config: TrainConfig) -> tuple[Path, Path]:
+    """The run's ``out_dir`` and ``work_dir`` (by default ``<out_dir>/work``)."""
+    out_dir = Path(config.out_dir)
+    return out_dir, Path(config.work_dir) if config.work_dir else out_dir / "work"
+
+
 def _outputs(out_dir: Path, work_dir: Path) -> list[Path]:
     """Every file a run writes (what ``--overwrite`` removes); the lock is not one of them."""
-    written = (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, "checksums.sha256", "history.json", "history.csv")
-    written += (RECORD_FILE,)
+    written = (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, CHECKSUM_FILE, "history.json", "history.csv", RECORD_FILE)
     working = (CHECKPOINT_FILE, TOKENIZER_FILE, "train.bin", "val.bin")
     shards = shard_files_of(work_dir / CHECKPOINT_FILE)  # an FSDP run's per-rank checkpoint files
     return [out_dir / name for name in written] + [work_dir / name for name in working] + shards
@@ -109,8 +114,7 @@ def prepare_run_folder(config: TrainConfig, resume: bool = False, overwrite: boo
     """
     if resume and overwrite:
         raise RunFolderError("--resume continues a run and --overwrite replaces it: pass only one")
-    out_dir = Path(config.out_dir)
-    work_dir = Path(config.work_dir) if config.work_dir else out_dir / "work"
+    out_dir, work_dir = _folders(config)
     record_path, checkpoint = out_dir / RECORD_FILE, work_dir / CHECKPOINT_FILE
     current = run_record(config)  # hashes the inputs: a missing train or validation file fails here
     found = [p for p in _outputs(out_dir, work_dir) if p.exists()]
@@ -240,8 +244,7 @@ def run(config: TrainConfig, resume: bool = False, overwrite: bool = False) -> d
     device = run_device(config.device, ctx.local_rank if ctx.enabled else None)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    out_dir = Path(config.out_dir)
-    work_dir = Path(config.work_dir) if config.work_dir else out_dir / "work"
+    out_dir, work_dir = _folders(config)
     with contextlib.ExitStack() as hold:
         refusal, resuming = None, False
         if ctx.is_main:

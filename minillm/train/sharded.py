@@ -71,8 +71,8 @@ def save_sharded(
     local = {
         "model": _local(get_model_state_dict(model), shapes, "model"),
         "optimizer": _local(get_optimizer_state_dict(model, optimizer), shapes, "optimizer"),
+        "global_shapes": shapes,
     }
-    local["global_shapes"] = shapes
     mine = shard_file(path, step, rank, world)
     save_checkpoint(local, mine)
     digests: list[Any] = [None] * world
