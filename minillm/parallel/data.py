@@ -46,6 +46,13 @@ def set_flat_grads(module: nn.Module, flat: torch.Tensor) -> None:
         raise ValueError(f"flat vector has {flat.numel()} elements, the module has {offset} parameters")
 
 
+def replicate(model: nn.Module, world_size: int) -> list[nn.Module]:
+    """``world_size`` identical copies of ``model``: the simulated counterpart of broadcasting rank 0's weights."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be ≥ 1, got {world_size}")
+    return [copy.deepcopy(model) for _ in range(world_size)]
+
+
 def local_backward(
     replicas: list[nn.Module], inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn
 ) -> list[float]:
@@ -74,11 +81,8 @@ class SimulatedDataParallel:
         world_size: int,
         make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
     ) -> None:
-        if world_size < 1:
-            raise ValueError(f"world_size must be ≥ 1, got {world_size}")
         self.world_size = world_size
-        # Replicas start identical: the simulated counterpart of broadcasting rank 0's weights.
-        self.replicas = [copy.deepcopy(model) for _ in range(world_size)]
+        self.replicas = replicate(model, world_size)
         self.optimizers = [make_optimizer(list(r.parameters())) for r in self.replicas]
         self.ledger = CommLedger(world_size)
 

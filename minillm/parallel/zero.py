@@ -8,14 +8,13 @@ optimizer, all-gather the updated weights — the same step as unsharded data pa
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from minillm.parallel.collectives import CommLedger, ring_all_gather, ring_reduce_scatter
-from minillm.parallel.data import LossFn, flat_grads, local_backward
+from minillm.parallel.data import LossFn, flat_grads, local_backward, replicate
 from minillm.parallel.memory import ModelStateBytes, bytes_per_param
 
 
@@ -64,10 +63,8 @@ class SimulatedZeRO1:
         world_size: int,
         make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
     ) -> None:
-        if world_size < 1:
-            raise ValueError(f"world_size must be ≥ 1, got {world_size}")
         self.world_size = world_size
-        self.replicas = [copy.deepcopy(model) for _ in range(world_size)]
+        self.replicas = replicate(model, world_size)
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         self.bounds = _shard_bounds(flat.numel(), world_size)
         self.shards = [nn.Parameter(flat[a:b].clone()) for a, b in self.bounds]
