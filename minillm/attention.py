@@ -9,12 +9,15 @@ lower-triangular: query i sees keys 0..i. A query row whose keys are all blocked
 it gives nan, so don't build such a mask.
 
 Two paths compute the same thing: ``"manual"`` writes every step out (scores, mask, softmax, weighted
-sum), ``"sdpa"`` calls PyTorch's fused kernel (faster, less memory; the default for training).
+sum), ``"sdpa"`` calls PyTorch's fused kernel (faster, less memory; the default for training) through
+:func:`fused_attention`, which steps around the one CPU case where that kernel cannot run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +30,8 @@ __all__ = [
     "ATTENTION_IMPLS",
     "causal_mask",
     "scaled_dot_product_attention",
+    "fused_cpu_kernel_usable",
+    "fused_attention",
     "LayerKVCache",
     "CausalSelfAttention",
 ]
@@ -84,6 +89,68 @@ def scaled_dot_product_attention(
         weights = F.dropout(weights, p=dropout_p)
     out = weights @ v
     return (out, weights) if return_weights else out
+
+
+#: Half-precision dtypes and the AMX feature whose tile instructions torch's fused CPU kernel packs them for.
+_AMX_FLAG_OF_DTYPE = {torch.bfloat16: "amx_bf16", torch.float16: "amx_fp16"}
+
+
+def fused_cpu_kernel_usable(dtype: torch.dtype, capability: str, cpu_flags: frozenset[str]) -> bool:
+    """Whether ``F.scaled_dot_product_attention``'s fused CPU kernel can run on ``dtype`` inputs.
+
+    Why this exists: for bf16 (and fp16) the fused kernel chooses its packing by what the *hardware* has, not by
+    the instruction set torch was told to use. On a CPU with AMX, ``ATEN_CPU_CAPABILITY=avx2`` (or ``default``)
+    makes it call a VNNI packing routine that was compiled out, and every call raises "pack_vnni2 is only
+    supported when avx512 is supported" (seen with torch 2.13 on Intel Xeon with AMX; fp16 passes there, but the
+    same routine packs fp16 on CPUs with AMX-FP16, so that case is treated alike). float32 and float64 never take
+    that path. ``capability`` is what ``torch.backends.cpu.get_cpu_capability()`` reports ("AVX512", "AVX2",
+    "DEFAULT", ...); ``cpu_flags`` are the CPU's feature flags (``/proc/cpuinfo`` on Linux).
+    """
+    amx_flag = _AMX_FLAG_OF_DTYPE.get(dtype)
+    if amx_flag is None or amx_flag not in cpu_flags:
+        return True
+    return capability.upper().startswith("AVX512")
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags, read once; empty where /proc/cpuinfo is absent (macOS, Windows: no AMX there)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+@functools.cache
+def _fused_kernel_usable_here(dtype: torch.dtype) -> bool:
+    return fused_cpu_kernel_usable(dtype, torch.backends.cpu.get_cpu_capability(), _cpu_flags())
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention``, with PyTorch's math backend where its fused CPU kernel cannot run.
+
+    The one place the choice is made (see :func:`fused_cpu_kernel_usable`); every other input goes to the fused
+    kernel unchanged. The math backend computes the same attention, only without fusing.
+    """
+    if q.device.type == "cpu" and q.dtype in _AMX_FLAG_OF_DTYPE and not _fused_kernel_usable_here(q.dtype):
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError:  # torch < 2.3: the written-out attention is the math path
+            return scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
 
 
 class LayerKVCache:
@@ -197,7 +264,7 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.attn_impl == "sdpa" and not return_weights:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+            y = fused_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
         else:
             y, weights = scaled_dot_product_attention(
                 q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p, return_weights=True

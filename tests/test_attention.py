@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from minillm import attention
 from minillm.attention import CausalSelfAttention, LayerKVCache, causal_mask, scaled_dot_product_attention
 from minillm.embeddings import RotaryEmbedding
 
@@ -155,3 +160,74 @@ def test_bad_inputs_are_clear_errors():
         scaled_dot_product_attention(q, q, q, mask=torch.ones(2, 2))
     with pytest.raises(ValueError, match="head width"):
         scaled_dot_product_attention(q, torch.zeros(1, 2, 5), q)
+
+
+# --- the fused CPU kernel on half-precision inputs (Intel Xeon with AMX under ATEN_CPU_CAPABILITY=avx2) ---
+
+
+@pytest.mark.parametrize(
+    ("dtype", "capability", "flags", "usable"),
+    [
+        (torch.bfloat16, "AVX2", {"avx2", "amx_bf16", "amx_tile"}, False),  # the failing case: AMX told AVX2
+        (torch.bfloat16, "DEFAULT", {"amx_bf16"}, False),
+        (torch.bfloat16, "AVX512", {"avx512f", "amx_bf16"}, True),  # native on the same CPU
+        (torch.bfloat16, "AVX2", {"avx2", "avx512f"}, True),  # no AMX: the VNNI packing is never asked for
+        (torch.float16, "AVX2", {"amx_bf16"}, True),  # AMX-BF16 only: fp16 is not packed for tiles
+        (torch.float16, "AVX2", {"amx_fp16"}, False),
+        (torch.float32, "AVX2", {"amx_bf16", "amx_fp16"}, True),  # float32 never takes that path
+        (torch.float64, "DEFAULT", {"amx_bf16"}, True),
+        (torch.bfloat16, "AVX2", set(), True),  # no flags known (macOS, Windows)
+    ],
+)
+def test_fused_cpu_kernel_selection(dtype, capability, flags, usable):
+    assert attention.fused_cpu_kernel_usable(dtype, capability, frozenset(flags)) is usable
+
+
+def test_forced_math_path_computes_the_same_attention(monkeypatch):
+    """Where the fused kernel is refused, fused_attention must still be attention: compare it with float64."""
+    monkeypatch.setattr(attention, "_fused_kernel_usable_here", lambda dtype: dtype == torch.float32)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 32, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.rand(64, 64, generator=g) > 0.3
+    mask |= torch.eye(64, dtype=torch.bool)
+    for kwargs in (dict(is_causal=True), dict(mask=mask), {}):
+        reference = scaled_dot_product_attention(q, k, v, **kwargs)
+        out = attention.fused_attention(*(t.bfloat16() for t in (q, k, v)), **kwargs)
+        assert out.dtype == torch.bfloat16
+        assert (out.double() - reference).abs().max() < 3e-2  # bf16 keeps 8 bits: a few 1e-3 per output
+
+
+REPRODUCTION = """
+import torch
+from minillm import attention
+from minillm.model import GPT, GPTConfig
+
+forced = {forced}
+if forced:  # pretend this CPU has AMX, whatever it has: the selection must then take the math path
+    attention._cpu_flags = lambda: frozenset({{"amx_bf16", "amx_tile"}})
+    attention._fused_kernel_usable_here.cache_clear()
+    assert not attention._fused_kernel_usable_here(torch.bfloat16)
+x = torch.randn(1, 4, 64, 32, generator=torch.Generator().manual_seed(0)).bfloat16()
+attention.fused_attention(x, x, x, is_causal=True)                      # the issue's minimal reproduction
+torch.manual_seed(0)
+model = GPT(GPTConfig.preset("gpt2-style", vocab_size=64, context_length=64, n_layer=2, n_head=4, d_model=128))
+with torch.autocast("cpu", dtype=torch.bfloat16):                        # notebook 08's autocast forward
+    logits = model(torch.randint(0, 64, (2, 64)))
+logits.float().sum().backward()
+print("ok", torch.backends.cpu.get_cpu_capability())
+"""
+
+
+@pytest.mark.parametrize("forced", [True, False])
+def test_bf16_attention_runs_under_avx2_capability(forced):
+    """The reproduction of the AMX failure, in a process told ATEN_CPU_CAPABILITY=avx2 (read once at start-up).
+
+    Unforced, it exercises this CPU's own selection (on an AMX CPU: the math path); forced, the math path
+    is taken on any CPU.
+    """
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2"}
+    result = subprocess.run(
+        [sys.executable, "-c", REPRODUCTION.format(forced=forced)], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("ok")

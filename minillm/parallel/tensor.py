@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minillm.attention import fused_attention
 from minillm.parallel.collectives import CommLedger, ring_all_reduce
 
 
@@ -122,7 +123,7 @@ def causal_self_attention(x: torch.Tensor, qkv: nn.Module, proj: nn.Module, n_he
     batch, seq, width = x.shape
     q, k, v = qkv(x).split(width, dim=-1)
     q, k, v = (t.view(batch, seq, n_head, width // n_head).transpose(1, 2) for t in (q, k, v))
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = fused_attention(q, k, v, is_causal=True)
     return proj(y.transpose(1, 2).reshape(batch, seq, width))
 
 
@@ -149,7 +150,7 @@ class TensorParallelAttention:
             bias = None if self.qkv_biases is None else self.qkv_biases[r]
             q, k, v = F.linear(x, self.qkv_weights[r], bias).split(local_width, dim=-1)
             q, k, v = (t.view(batch, seq, local_heads, -1).transpose(1, 2) for t in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = fused_attention(q, k, v, is_causal=True)
             outputs.append(y.transpose(1, 2).reshape(batch, seq, local_width))
         return self.proj.forward(outputs, ledger=ledger)
 
