@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,22 @@ def run_setting(name: str, workers: int, extra: list[str]) -> tuple[int, dict[st
     return status, times, wall
 
 
+def cpu_description() -> str:
+    """This CPU's model name and the vector/matrix extensions that decide torch's kernels (from /proc/cpuinfo)."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == (platform.processor() or platform.machine()):
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16") if f in flags]
+    return f"{name}, {os.cpu_count()} logical CPUs" + (f" ({', '.join(shown)})" if shown else "")
+
+
 def capability(overrides: dict[str, str]) -> str:
     """The CPU capability torch reports under these environment overrides."""
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
@@ -80,6 +97,11 @@ def capability(overrides: dict[str, str]) -> str:
         [sys.executable, "-c", code], env={**os.environ, **overrides}, capture_output=True, text=True, check=False
     )
     return result.stdout.strip() or "unknown"
+
+
+def torch_version() -> str:
+    code = "import torch; print(torch.__version__)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     failed = []
+    cpu = cpu_description()
+    print(f"== CPU: {cpu}; torch {torch_version()}", flush=True)
     for name in args.setting:
         overrides, what = SETTINGS[name]
         shown = " ".join(f"{k}={v}" for k, v in overrides.items()) or "(no overrides)"
@@ -106,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         if status != 0:
             failed.append(name)
     if failed:
-        print("notebook outputs differ under:", ", ".join(failed))
+        print(f"notebook outputs differ under: {', '.join(failed)} (on {cpu})")
         return 1
-    print("notebook outputs compare equal under:", ", ".join(args.setting))
+    print(f"notebook outputs compare equal under: {', '.join(args.setting)} (on {cpu})")
     return 0
 
 
