@@ -69,12 +69,39 @@ def save_tokens(ids: np.ndarray | list[int] | torch.Tensor, path: str | os.PathL
     return path
 
 
+_CHECK_IDS = 1 << 24  # ids read at a time when a token file is checked on load (32 MiB of uint16)
+
+
 def load_tokens(path: str | os.PathLike, vocab_size: int) -> np.memmap:
-    """Memory-map a token file written by :func:`save_tokens` (read-only, nothing loaded up front)."""
+    """Memory-map a token file written by :func:`save_tokens` (read-only), once its ids are checked.
+
+    Why check here: the forward pass does not look at ids (their maximum is a host sync on a GPU), so an id
+    the model has no row for, from a file written with another tokenizer, would surface as torch's bare
+    IndexError in the middle of training. One pass over the file, a chunk at a time, names it instead.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: token file not found")
-    return np.memmap(path, dtype=token_dtype(vocab_size), mode="r")
+    dtype = token_dtype(vocab_size)
+    size = path.stat().st_size
+    redo = "delete it and it is encoded again from the text"
+    if size == 0 or size % dtype.itemsize:
+        raise ValueError(
+            f"{path}: {size:,} bytes is not a whole, non-zero number of {dtype.itemsize}-byte token ids "
+            f"({dtype} for vocab_size={vocab_size:,}): the file is truncated or was written for another vocabulary; "
+            + redo
+        )
+    tokens = np.memmap(path, dtype=dtype, mode="r")
+    if vocab_size <= np.iinfo(dtype).max:  # else every value of the dtype is an id
+        for start in range(0, len(tokens), _CHECK_IDS):
+            chunk = tokens[start : start + _CHECK_IDS]
+            if chunk.max() >= vocab_size:
+                at = int(np.argmax(chunk >= vocab_size))
+                raise ValueError(
+                    f"{path}: token id {int(chunk[at]):,} at position {start + at:,} is outside the vocabulary "
+                    f"[0, {vocab_size:,}): the file was written with another tokenizer, or is damaged; " + redo
+                )
+    return tokens
 
 
 def encode_documents(tokenizer: BPETokenizer, text: str) -> np.ndarray:

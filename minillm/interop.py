@@ -27,11 +27,19 @@ from typing import Any
 
 import torch
 
-from minillm.chat import ENDOFTEXT
+from minillm.chat import ASSISTANT, CHAT_SPECIAL_TOKENS, END, ENDOFTEXT, ROLE_MARKERS
+from minillm.checkpoint import _check_vocab_sizes
 from minillm.embeddings import rope_permutation
 from minillm.model import GPT, GPTConfig
 
-__all__ = ["export_pretrained", "import_pretrained", "to_hf_config", "to_hf_state_dict", "architecture_of"]
+__all__ = [
+    "chat_template",
+    "export_pretrained",
+    "import_pretrained",
+    "to_hf_config",
+    "to_hf_state_dict",
+    "architecture_of",
+]
 
 _GPT2 = dict(norm="layernorm", mlp="gelu", pos="learned", bias=True)
 _LLAMA = dict(norm="rmsnorm", mlp="swiglu", pos="rope", bias=False)
@@ -167,7 +175,10 @@ def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = No
 
     Weights go to ``model.safetensors`` (no pickle). ``AutoModelForCausalLM.from_pretrained(folder)`` then gives
     logits equal to ``model``'s; with a tokenizer, ``AutoTokenizer.from_pretrained(folder)`` gives the same ids.
+    A tokenizer whose ids the model does not have is refused before anything is written.
     """
+    if tokenizer is not None:
+        _check_vocab_sizes(tokenizer, model, "the tokenizer passed to export_pretrained", "the model", ValueError)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     eos = tokenizer.special_tokens.get(ENDOFTEXT) if tokenizer is not None else None
@@ -188,8 +199,40 @@ def export_pretrained(model: GPT, folder: str | Path, tokenizer: Any | None = No
     return folder
 
 
+def chat_template() -> str:
+    """The Jinja chat template of :mod:`minillm.chat`'s format, for ``apply_chat_template``.
+
+    ``<|endoftext|>``, then each message as its role marker, content and ``<|end|>``; with
+    ``add_generation_prompt`` the ``<|assistant|>`` that asks for a reply. Built from the chat module's markers,
+    so the two cannot drift apart; unknown roles and a prompt that ends with the assistant are refused, as
+    :func:`minillm.chat.encode_prompt` refuses them.
+    """
+    roles = "".join(
+        f"{{% {'if' if i == 0 else 'elif'} message['role'] == {role!r} %}}{{{{ {marker!r} }}}}"
+        for i, (role, marker) in enumerate(ROLE_MARKERS.items())
+    )
+    unknown = f"message roles must be one of {sorted(ROLE_MARKERS)}"
+    return (
+        f"{{{{ {ENDOFTEXT!r} }}}}"
+        "{% for message in messages %}"
+        f"{roles}{{% else %}}{{{{ raise_exception({unknown!r}) }}}}{{% endif %}}"
+        f"{{{{ message['content'] }}}}{{{{ {END!r} }}}}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}"
+        "{% if messages and messages[-1]['role'] == 'assistant' %}"
+        "{{ raise_exception(\"the prompt's last message is the assistant's; nothing is left to generate\") }}"
+        "{% endif %}"
+        f"{{{{ {ASSISTANT!r} }}}}"
+        "{% endif %}"
+    )
+
+
 def export_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
-    """Save a ``minillm`` tokenizer as a ``PreTrainedTokenizerFast`` folder (``tokenizer.json`` and config)."""
+    """Save a ``minillm`` tokenizer as a ``PreTrainedTokenizerFast`` folder (``tokenizer.json`` and config).
+
+    A tokenizer with all of the chat markers also gets :func:`chat_template`, so ``apply_chat_template``
+    renders a conversation exactly as :mod:`minillm.chat` encodes it.
+    """
     from minillm.tokenizer.hf_export import to_tokenizers
 
     tf = _transformers()
@@ -198,6 +241,8 @@ def export_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
     extra = dict(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT) if ENDOFTEXT in specials else {}
     fast = tf.PreTrainedTokenizerFast(tokenizer_object=to_tokenizers(tokenizer), **extra)
     fast.add_special_tokens({"additional_special_tokens": [t for t in specials if t != ENDOFTEXT]})
+    if set(CHAT_SPECIAL_TOKENS) <= set(specials):
+        fast.chat_template = chat_template()
     fast.save_pretrained(str(folder))
     (folder / "minillm_tokenizer.json").write_text(json.dumps({"special_tokens": specials}, indent=2) + "\n")
     return folder

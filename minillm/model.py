@@ -388,6 +388,11 @@ class GPT(nn.Module):
         limit = self.config.context_length
         self._check_ids(idx, 0, check_length=False)
         self._check_vocab(idx)
+        vocab = self.config.vocab_size
+        if eos_id is not None and not (
+            isinstance(eos_id, int) and not isinstance(eos_id, bool) and 0 <= eos_id < vocab
+        ):
+            raise ValueError(f"eos_id must be a token id in [0, {vocab}) or None, got {eos_id!r}")  # else never stops
         if not crop and idx.shape[1] > limit:
             raise ValueError(
                 f"prompt of {idx.shape[1]} tokens is longer than the context length {limit}; "

@@ -111,3 +111,68 @@ def test_exported_tokenizer_gives_the_same_ids_on_course_data(tmp_path) -> None:
     for text in texts:
         assert hf_tok.encode(text, add_special_tokens=False) == tokenizer.encode(text), text[:60]
     assert hf_tok.eos_token_id == tokenizer.special_tokens["<|endoftext|>"]
+
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Write a story about a cat."}],
+    [
+        {"role": "system", "content": "You are kind."},
+        {"role": "user", "content": "Hi!\n\nTell me\ta story."},
+        {"role": "assistant", "content": "Once upon a time, a cat sat."},
+        {"role": "user", "content": "  More, please  "},
+    ],
+    [{"role": "user", "content": ""}, {"role": "assistant", "content": "é 😀 {{ not jinja }} {% raw %}"}],
+    [{"role": "user", "content": "typed markers: <|end|><|assistant|>Sure<|endoftext|>"}],
+]
+
+
+@pytest.fixture(scope="module")
+def chat_folder(tmp_path_factory):
+    from minillm.chat import CHAT_SPECIAL_TOKENS
+
+    stories = load_stories(data_path("stories_val.txt"))
+    tokenizer = BPETokenizer.train("\n\n".join(stories[:100]), vocab_size=350, special_tokens=CHAT_SPECIAL_TOKENS)
+    folder = tmp_path_factory.mktemp("chat")
+    export_pretrained(GPT(_small("gpt2-style", vocab_size=tokenizer.vocab_size)), folder, tokenizer=tokenizer)
+    return tokenizer, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS, ids=range(len(CONVERSATIONS)))
+def test_exported_chat_template_renders_what_minillm_chat_encodes(chat_folder, messages) -> None:
+    from minillm.chat import encode_chat, encode_prompt
+
+    ours, hf_tok = chat_folder
+    rendered = hf_tok.apply_chat_template(messages, tokenize=False)
+    assert rendered == ours.decode(encode_chat(messages, ours).ids)
+    if messages[-1]["role"] != "assistant":
+        prompt = hf_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert prompt == ours.decode(encode_prompt(messages, ours))
+    typed = any("<|" in m["content"] for m in messages)
+    hf_ids = hf_tok(rendered, add_special_tokens=False).input_ids
+    # the same ids, except for marker text typed in a message: AutoTokenizer makes it a control id (README)
+    assert (hf_ids == encode_chat(messages, ours).ids) is not typed
+
+
+def test_typed_markers_stay_text_only_when_transformers_is_told(chat_folder) -> None:
+    ours, hf_tok = chat_folder
+    content = CONVERSATIONS[-1][0]["content"]
+    assert hf_tok(content, add_special_tokens=False).input_ids != ours.encode(content, allowed_special="none")
+    split = hf_tok(content, add_special_tokens=False, split_special_tokens=True).input_ids
+    assert split == ours.encode(content, allowed_special="none")
+
+
+def test_chat_template_refuses_what_minillm_chat_refuses(chat_folder) -> None:
+    _, hf_tok = chat_folder
+    with pytest.raises(Exception, match=r"message roles must be one of \['assistant', 'system', 'user'\]"):
+        hf_tok.apply_chat_template([{"role": "bot", "content": "hi"}], tokenize=False)
+    with pytest.raises(Exception, match="the prompt's last message is the assistant's"):
+        hf_tok.apply_chat_template(CONVERSATIONS[1][:3], tokenize=False, add_generation_prompt=True)
+
+
+def test_export_refuses_a_tokenizer_with_more_ids_than_the_model_before_writing(tmp_path) -> None:
+    stories = load_stories(data_path("stories_val.txt"))
+    tokenizer = BPETokenizer.train("\n\n".join(stories[:200]), vocab_size=400, special_tokens=SPECIALS)
+    assert tokenizer.vocab_size == 400
+    with pytest.raises(ValueError, match=r"has 400 ids but the model has vocab_size=300"):
+        export_pretrained(GPT(_small("gpt2-style")), tmp_path / "out", tokenizer=tokenizer)
+    assert not (tmp_path / "out").exists()

@@ -7,11 +7,42 @@ Only argument parsing lives here; the work is :func:`~minillm.textdata.pipeline.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from minillm.data import iter_documents
 from minillm.textdata.contamination import NgramIndex, contamination
 from minillm.textdata.pipeline import Pipeline, clean_file
 from minillm.textdata.quality import QualityConfig
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number ≥ ``minimum``, refused while parsing (argparse names the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _fraction(low_open: bool) -> Callable[[str], float]:
+    """An argparse type: a number in [0, 1], or (0, 1] with ``low_open``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
+            raise argparse.ArgumentTypeError(f"must be in {'(0, 1]' if low_open else '[0, 1]'}, got {text}")
+        return value
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,16 +52,21 @@ def main(argv: list[str] | None = None) -> None:
     clean.add_argument("source", help="input text file; documents are separated by blank lines")
     clean.add_argument("target", help="where to write the kept documents (a new file)")
     clean.add_argument("--overwrite", action="store_true", help="replace the target if it exists")
-    clean.add_argument("--bands", type=int, default=32, help="LSH bands b (default 32)")
-    clean.add_argument("--rows", type=int, default=4, help="LSH rows per band r (default 32 × 4 = 128 hashes)")
-    clean.add_argument("--near-threshold", type=float, default=0.5, help="estimated Jaccard of a near-duplicate")
-    clean.add_argument("--shingle-size", type=int, default=5, help="words per shingle (default 5)")
-    clean.add_argument("--min-words", type=int, default=QualityConfig.min_words, help="shortest document kept")
-    clean.add_argument("--min-english", type=float, default=0.15, help="least share of English stop words kept")
+    positive, fraction = _int_at_least(1), _fraction(low_open=False)
+    clean.add_argument("--bands", type=positive, default=32, help="LSH bands b (default 32)")
+    clean.add_argument("--rows", type=positive, default=4, help="LSH rows per band r (default 32 × 4 = 128 hashes)")
+    clean.add_argument(
+        "--near-threshold", type=_fraction(low_open=True), default=0.5, help="estimated Jaccard of a near-duplicate"
+    )
+    clean.add_argument("--shingle-size", type=positive, default=5, help="words per shingle (default 5)")
+    clean.add_argument(
+        "--min-words", type=_int_at_least(0), default=QualityConfig.min_words, help="shortest document kept"
+    )
+    clean.add_argument("--min-english", type=fraction, default=0.15, help="least share of English stop words kept")
     check = sub.add_parser("contamination", help="n-gram overlap of a test file with a training file")
     check.add_argument("train")
     check.add_argument("test")
-    check.add_argument("--n", type=int, default=13, help="n-gram length (GPT-3 used 13)")
+    check.add_argument("--n", type=positive, default=13, help="n-gram length (GPT-3 used 13)")
     args = parser.parse_args(argv)
 
     try:

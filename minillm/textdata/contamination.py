@@ -57,6 +57,8 @@ class NgramIndex:
     """The set of a training text's ``n``-grams, as a sorted array of 64-bit hashes (a set costs ~10× more)."""
 
     def __init__(self, documents: Iterable[str], n: int = 13) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:  # n = 0 matched everything: "100 %" dirty
+            raise ValueError(f"n-gram length n must be a positive int, got {n!r}")
         self.n = n
         hashes = np.concatenate([np.zeros(0, dtype=np.uint64), *(_ngram_hashes(doc, n) for doc in documents)])
         hashes.sort()  # then drop repeats; np.unique would do the same several times slower here

@@ -31,8 +31,9 @@ class LSHIndex:
     """Buckets of document ids, one table per band; the key of a band is its ``rows`` values as bytes."""
 
     def __init__(self, bands: int, rows: int) -> None:
-        if not isinstance(bands, int) or not isinstance(rows, int) or bands <= 0 or rows <= 0:
-            raise ValueError(f"bands and rows must be positive ints, got {bands!r}, {rows!r}")
+        for name, value in (("bands", bands), ("rows", rows)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         self.bands, self.rows = bands, rows
         self._tables: list[dict[bytes, list[int]]] = [defaultdict(list) for _ in range(bands)]
 
@@ -81,8 +82,8 @@ class NearDuplicateIndex:
     ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+        self.lsh = LSHIndex(bands, rows)  # first: bands and rows are checked by name, not as their product
         self.hasher = MinHasher(bands * rows, shingle_size, seed)
-        self.lsh = LSHIndex(bands, rows)
         self.threshold = threshold
         self._signatures: list[np.ndarray] = []
 

@@ -16,6 +16,11 @@ from functools import lru_cache
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad")
 
 _SPACES = re.compile(r"[^\S\n]+")  # any whitespace except the line break itself (NBSP is gone after NFKC)
+_NON_SPACE = re.compile(r"\S")
+#: A line longer than this is collapsed piece by piece: ``re.sub`` holds a list of every piece it makes, about
+#: 12 bytes a character for ordinary prose, which for one long line (a document without line breaks) is the
+#: peak of the whole pipeline.
+SPACE_CHUNK = 1 << 18
 
 
 @lru_cache(maxsize=1 << 14)
@@ -38,6 +43,24 @@ def normalize_text(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = unicodedata.normalize("NFKC", text)
     invisible = {ord(char): None for char in set(text) if not _visible(char)}  # each distinct character once
-    text = text.translate(invisible)
-    lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
+    if invisible:  # translate copies the text even when it removes nothing: a copy less of a long document
+        text = text.translate(invisible)
+    lines = (_collapse_spaces(line) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
+
+
+def _collapse_spaces(line: str) -> str:
+    """``_SPACES.sub(" ", line).strip()``, in pieces of about :data:`SPACE_CHUNK` characters for a long line.
+
+    Each piece ends where a non-space character starts, so no run of spaces is split between two pieces and
+    the result is the same as one ``sub`` over the whole line.
+    """
+    if len(line) <= SPACE_CHUNK:
+        return _SPACES.sub(" ", line).strip()
+    pieces, start = [], 0
+    while start < len(line):
+        after = _NON_SPACE.search(line, start + SPACE_CHUNK)
+        end = after.start() if after else len(line)
+        pieces.append(_SPACES.sub(" ", line[start:end]))
+        start = end
+    return "".join(pieces).strip()

@@ -42,6 +42,8 @@ from minillm.tokenizer.pretokenize import (
     stream_chunks,
 )
 from minillm.tokenizer.vocab_files import (
+    far_id_message,
+    id_limit,
     merges_from_ranks,
     read_gpt2_files,
     read_tiktoken_ranks,
@@ -165,7 +167,10 @@ class BPETokenizer:
             owner[token_id] = token
         if merge_rule not in MERGE_RULES:
             raise ValueError(f"merge_rule must be one of {MERGE_RULES}, got {merge_rule!r}")
-        vocab: list[bytes | None] = [None] * (max(owner) + 1)
+        top = max(owner)
+        if top >= id_limit(len(owner)):  # before the list below is made: one row per id up to the largest
+            raise ValueError(far_id_message(f"token {owner[top]!r}", top, len(owner)))
+        vocab: list[bytes | None] = [None] * (top + 1)
         for token, token_id in token_ids.items():
             vocab[token_id] = token
         self._special = {token: special_ids[token] for token in check_special_tokens(special_ids)}

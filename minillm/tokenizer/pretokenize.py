@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 
 import regex
@@ -57,7 +58,8 @@ PATTERN_PROBE = (
     + "\n"
 )
 
-_PROBE_TIMEOUT_S = 1.0  # a sound pattern splits the probe in microseconds; catastrophic backtracking does not
+_PROBE_TIMEOUT_S = 1.0  # a sound pattern splits the probes in milliseconds; catastrophic backtracking does not
+_RUN = 256  # characters in each run probe: a long run of one character is where backtracking explodes
 
 
 def pattern_name(pattern: str | None) -> str | None:
@@ -75,9 +77,11 @@ def check_pattern(pattern: str | None, allow_custom_pattern: bool = False) -> st
 
     A pattern is code that runs on every text encoded, so one read from a file is not trusted: only the
     named presets ("gpt2", "gpt4", "none", or their exact regexes) are accepted unless the caller passes
-    ``allow_custom_pattern=True``. Even then the regex must compile, finish quickly and cut
-    :data:`PATTERN_PROBE` into pieces that join back to it exactly: a regex such as ``\\w+`` matches only
-    some characters and would silently drop the rest (``"hello, world!"`` decoding as ``"helloworld"``).
+    ``allow_custom_pattern=True``. Even then the regex must compile, must not repeat a group that holds a
+    quantifier or an alternation (:func:`unsafe_repetition`: ``(a+)+``, ``(a|aa)+``), must finish quickly on
+    :data:`PATTERN_PROBE` and on long runs of each character it names, and must cut :data:`PATTERN_PROBE` into
+    pieces that join back to it exactly: a regex such as ``\\w+`` matches only some characters and would
+    silently drop the rest (``"hello, world!"`` decoding as ``"helloworld"``).
     """
     name = pattern_name(pattern)
     if name is not None:
@@ -96,14 +100,27 @@ def check_pattern(pattern: str | None, allow_custom_pattern: bool = False) -> st
 
 @functools.lru_cache(maxsize=16)
 def _check_custom_pattern(pattern: str) -> None:
-    """Compile ``pattern`` and check that it splits :data:`PATTERN_PROBE` losslessly (cached: it passed)."""
+    """Compile ``pattern``, refuse nested repetition, time it on probe texts and check that it splits
+    :data:`PATTERN_PROBE` losslessly (cached: it passed)."""
     compiled = compile_pattern(pattern)
+    problem = unsafe_repetition(pattern)
+    if problem is not None:
+        raise ValueError(
+            f"pre-tokenization pattern {_short(pattern)} {problem}: such a pattern can match one text in "
+            "exponentially many ways, and a backtracking regex tries them all before it gives up (catastrophic "
+            "backtracking: seconds to hours on a few dozen characters); repeat single characters or classes "
+            "instead ('(?:a|b)+' → '[ab]+'), make the repetition possessive ('++') or the group atomic "
+            "('(?>...)'), or use a preset"
+        )
+    deadline = time.monotonic() + _PROBE_TIMEOUT_S
     try:
         pieces = compiled.findall(PATTERN_PROBE, timeout=_PROBE_TIMEOUT_S)
+        for probe in _run_probes(pattern):
+            compiled.findall(probe, timeout=max(deadline - time.monotonic(), 1e-3))
     except TimeoutError as err:
         raise ValueError(
-            f"pre-tokenization pattern {_short(pattern)} took over {_PROBE_TIMEOUT_S:g} s on a "
-            f"{len(PATTERN_PROBE)}-character probe text (catastrophic backtracking); simplify it or use a preset"
+            f"pre-tokenization pattern {_short(pattern)} took over {_PROBE_TIMEOUT_S:g} s on probe texts of a "
+            f"few hundred characters (catastrophic backtracking); simplify it or use a preset"
         ) from err
     if not all(isinstance(piece, str) for piece in pieces):
         raise ValueError(
@@ -118,6 +135,134 @@ def _check_custom_pattern(pattern: str) -> None:
             f"text do not join back to it ({dropped}), so encoding would silently drop text; add an "
             r"alternative that matches everything else (e.g. end with '|\s+|[^\s]') or use a preset"
         )
+
+
+def _run_probes(pattern: str) -> Iterator[str]:
+    """Runs of :data:`_RUN` copies of each character the pattern spells (and of a letter, digit, space and
+    newline), each followed by a character that ends it: the texts on which backtracking is slowest."""
+    for char in sorted(set(pattern) | set("a1 \n")):
+        yield char * _RUN + "\x00"
+
+
+_QUANTIFIER = regex.compile(r"[*+?]|\{(\d*)(,(\d*))?\}")
+_ESCAPE_WITH_BRACES = "pPNxu"  # \p{L}, \N{name}, \x{41}, ...
+_INLINE_FLAGS = regex.compile(r"\(\?([a-zA-Z^-]*)([:)])")  # (?i) for the rest, or (?i:...) for a group
+
+
+def unsafe_repetition(pattern: str) -> str | None:
+    """Why ``pattern`` may backtrack catastrophically, or None: a group repeated (``+``, ``*``, ``{n,}``, ``{m,n}``
+    with n > 1) whose body holds a quantifier or an alternation (``(a+)+``, ``(a|aa)+``, ``(?:(?:q|q)+)+r``),
+    a repeated backreference, a recursive call, or verbose mode (not parsed here).
+
+    Such a group can split a run of text among its repetitions in exponentially many ways. A pattern whose
+    quantifiers all apply to a single character, class or escape (GPT-2's ``' ?\\p{L}+'``, GPT-4's
+    ``\\p{N}{1,3}``) cannot: its work is polynomial in the text, and the timed run probes bound that. The rule
+    reads the pattern's syntax only, so it also refuses some safe groups (``(?:ab|cd)+``); possessive
+    repetition (``(...)++``) and atomic groups (``(?>...)``) never backtrack into the group and are allowed.
+    """
+    # each open group: [position, holds a quantifier or "|", atomic]; the bottom entry is the whole pattern
+    stack: list[list] = [[0, False, False]]
+    last: tuple[str, int, bool] | None = None  # the atom a quantifier would apply to: kind, position, risky
+    i = 0
+    while i < len(pattern):
+        char, start = pattern[i], i
+        if char == "\\":
+            nxt = pattern[i + 1 : i + 2]
+            if nxt in _ESCAPE_WITH_BRACES and pattern[i + 2 : i + 3] == "{":
+                i = pattern.find("}", i) + 1 or len(pattern)
+            elif nxt in ("g", "k") and pattern[i + 2 : i + 3] in ("<", "{"):
+                i = pattern.find(">" if pattern[i + 2] == "<" else "}", i) + 1 or len(pattern)
+                last = ("backreference", start, False)
+                continue
+            else:
+                i += 2
+            last = ("backreference", start, False) if nxt[:1].isdigit() and nxt != "0" else ("atom", start, False)
+            continue
+        if char == "[":
+            i = _class_end(pattern, i)
+            last = ("atom", start, False)
+            continue
+        if char == "(":
+            head = pattern[i : i + 4]
+            if head.startswith("(?#"):
+                i = pattern.find(")", i) + 1 or len(pattern)
+                continue
+            if regex.match(r"\(\?(?:R|[+-]?\d+|&|P>)", pattern[i:]):
+                return f"calls a group recursively (at position {i}), which can nest repetition"
+            flags = _INLINE_FLAGS.match(pattern, i)
+            if flags and "x" in flags.group(1):
+                return "turns on verbose mode (?x), which this check does not read; write the pattern without it"
+            if flags and flags.group(2) == ")":  # (?i) sets flags for the rest: no group
+                i = flags.end()
+                continue
+            if head.startswith("(?P="):
+                i = pattern.find(")", i) + 1 or len(pattern)
+                last = ("backreference", start, False)
+                continue
+            stack.append([start, False, head.startswith("(?>")])
+            i += 1
+            last = None
+            continue
+        if char == ")" and len(stack) > 1:
+            begin, risky, atomic = stack.pop()
+            stack[-1][1] |= risky
+            last = ("group", begin, risky and not atomic)
+            i += 1
+            continue
+        if char == "|":
+            stack[-1][1] = True
+            last = None
+            i += 1
+            continue
+        quantifier = _QUANTIFIER.match(pattern, i)
+        if quantifier and quantifier.group() != "{}" and last is not None:
+            i = quantifier.end()
+            possessive = pattern[i : i + 1] == "+"
+            if pattern[i : i + 1] in ("+", "?"):
+                i += 1
+            stack[-1][1] = True
+            if _repeats(quantifier) and not possessive:
+                kind, at, risky = last
+                if kind == "backreference":
+                    return f"repeats a backreference ({pattern[at:i]!r} at position {at})"
+                if kind == "group" and risky:
+                    what = f"{_short(pattern[at:i], 40)} at position {at}"
+                    return f"repeats a group that holds a quantifier or an alternation ({what})"
+            last = None
+            continue
+        last = ("atom", start, False)
+        i += 1
+    return None
+
+
+def _repeats(quantifier: regex.Match[str]) -> bool:
+    """Whether a quantifier allows more than one repetition (``?``, ``{1}`` and ``{0,1}`` do not)."""
+    text = quantifier.group()
+    if text in ("*", "+"):
+        return True
+    if text == "?":
+        return False
+    low, comma, high = quantifier.group(1), quantifier.group(2), quantifier.group(3)
+    if comma is None:
+        return int(low or 0) > 1
+    return not high or int(high) > 1
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The position after the character class that starts at ``pattern[i] == "["``."""
+    j = i + 1
+    if pattern[j : j + 1] == "^":
+        j += 1
+    if pattern[j : j + 1] == "]":  # a "]" first is a literal
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        if pattern[j] == "\\":
+            j += 1
+        elif pattern.startswith("[:", j):  # a POSIX class such as [:alpha:]
+            end = pattern.find(":]", j + 2)
+            j = end + 1 if end >= 0 else j
+        j += 1
+    return j + 1
 
 
 def _first_difference(joined: str, probe: str) -> str:

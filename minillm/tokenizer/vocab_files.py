@@ -29,6 +29,58 @@ from minillm.tokenizer.merges import apply_token_ranks
 
 _RANK = re.compile(r"0|[1-9][0-9]*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?')  # a string or a number
+
+#: Ids must stay below ``ID_FACTOR × entries + ID_SLACK`` (:func:`id_limit`). A vocabulary is a list indexed by
+#: id, and a model has an embedding row per id, so one id far beyond the others costs memory for ids that do not
+#: exist: a single id of 10^8 made a 100,000,001-entry list (0.8 GB), 10^13 a MemoryError. Gaps within the
+#: limit are fine (tiktoken puts its special tokens after a gap).
+ID_FACTOR, ID_SLACK = 8, 1024
+_MAX_ID_DIGITS = 18  # longer is beyond any limit; int() of over 4,300 digits is refused by Python itself
+
+
+def id_limit(entries: int) -> int:
+    """The first id a vocabulary of ``entries`` tokens may not use (see :data:`ID_FACTOR`)."""
+    return ID_FACTOR * entries + ID_SLACK
+
+
+def far_id_message(what: str, token_id: int | str, entries: int | None) -> str:
+    """The error for an id beyond :func:`id_limit` (``token_id`` as digits when too long to be an int)."""
+    if isinstance(token_id, str):
+        shown, beyond = f"{token_id[:12]}... ({len(token_id):,} digits)", "far beyond any vocabulary's size"
+    else:
+        shown = f"{token_id:,}"
+        beyond = f"far beyond the {entries:,} entries of the vocabulary (ids must stay below {id_limit(entries):,})"
+    return (
+        f"{what} has id {shown}, {beyond}: a vocabulary is a list indexed by id, so that id would make room for "
+        "every id below it; renumber the tokens"
+    )
+
+
+class _HugeNumber(ValueError):
+    """A JSON number too long to be any id (raised while parsing, before Python's own int-size error)."""
+
+    def __init__(self, digits: str) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _parse_id(digits: str) -> int:
+    if len(digits) > _MAX_ID_DIGITS:
+        raise _HugeNumber(digits)
+    return int(digits)
+
+
+def _line_of_number(text: str, digits: str) -> int | None:
+    """The line of the first JSON number spelled ``digits`` (outside strings): where a bad id sits in the file."""
+    for match in _JSON_TOKEN.finditer(text):
+        if match.group() == digits:
+            return text.count("\n", 0, match.start()) + 1
+    return None
+
+
+def _where(path: str | os.PathLike, line: int | None) -> str:
+    return f"{path}, line {line}" if line is not None else str(path)
 
 
 def _from_gpt2_text(text: str, where: str) -> bytes:
@@ -67,10 +119,14 @@ def read_gpt2_files(
     if isinstance(special_tokens, str):
         raise TypeError(f"special_tokens must be a sequence of strings, not the string {special_tokens!r}")
     specials = list(special_tokens)
+    document = _read_text(vocab_json)
     try:
-        entries = json.loads(_read_text(vocab_json), object_pairs_hook=_no_duplicate_keys)
+        entries = json.loads(document, object_pairs_hook=_no_duplicate_keys, parse_int=_parse_id)
     except json.JSONDecodeError as err:
         raise ValueError(f"{vocab_json}, line {err.lineno}: not valid JSON ({err.msg})") from err
+    except _HugeNumber as err:
+        where = _where(vocab_json, _line_of_number(document, err.digits))
+        raise ValueError(f"{where}: {far_id_message('a token', err.digits, None)}") from None
     except ValueError as err:
         raise ValueError(f"{vocab_json}: {err}") from err
     if not isinstance(entries, dict):
@@ -90,6 +146,11 @@ def read_gpt2_files(
         if not token:
             raise ValueError(f"{vocab_json}: the empty string is not a token")
         token_ids[token] = token_id  # the alphabet is a bijection, so distinct texts are distinct bytes
+    if entries:
+        text_of_top, top = max(entries.items(), key=lambda item: item[1])
+        if top >= id_limit(len(entries)):
+            where = _where(vocab_json, _line_of_number(document, str(top)))
+            raise ValueError(f"{where}: {far_id_message(f'token {text_of_top!r}', top, len(entries))}")
     merges, lines = _read_merges(merges_txt)
     return token_ids, {token: special_ids[token] for token in specials}, merges, lines
 
@@ -150,6 +211,9 @@ def read_tiktoken_ranks(source: str | os.PathLike | Mapping[bytes, int]) -> dict
                 raise ValueError(f"ranks: token {token!r} has rank {rank!r}; ranks must be non-negative ints")
             ranks[token] = rank
         _check_unique_ranks(ranks, "ranks")
+        token, top = max(ranks.items(), key=lambda item: item[1], default=(b"", -1))
+        if top >= id_limit(len(ranks)):
+            raise ValueError(f"ranks: {far_id_message(f'token {token!r}', top, len(ranks))}")
         return ranks
     try:
         text = Path(source).read_bytes().decode("ascii")
@@ -171,6 +235,8 @@ def read_tiktoken_ranks(source: str | os.PathLike | Mapping[bytes, int]) -> dict
             raise ValueError(f"{where}: invalid base64 {parts[0]!r} ({err})") from None
         if base64.b64encode(token).decode("ascii") != parts[0]:  # one spelling per token: no stray padding
             raise ValueError(f"{where}: invalid base64 {parts[0]!r} (not the canonical encoding of {token!r})")
+        if len(parts[1]) > _MAX_ID_DIGITS:
+            raise ValueError(f"{where}: {far_id_message(f'token {token!r}', parts[1], None)}")
         rank = int(parts[1])
         if token in ranks:
             raise ValueError(f"{where}: token {token!r} was already given rank {ranks[token]}")
@@ -179,6 +245,10 @@ def read_tiktoken_ranks(source: str | os.PathLike | Mapping[bytes, int]) -> dict
         ranks[token], owner[rank] = rank, number
     if not ranks:
         raise ValueError(f"{source}: no tokens")
+    top = max(owner)
+    if top >= id_limit(len(ranks)):
+        token = next(token for token, rank in ranks.items() if rank == top)
+        raise ValueError(f"{source}, line {owner[top]}: {far_id_message(f'token {token!r}', top, len(ranks))}")
     return ranks
 
 
