@@ -27,6 +27,9 @@ def _batch(seed: int = 0):
     return logp.requires_grad_(), old, mask, rewards
 
 
+SCALAR_REDUCTIONS = [r for r in REDUCTIONS if r != "none"]
+
+
 def _reduce_by_hand(values: list[list[float]], mask: torch.Tensor, reduction: str, max_len: int) -> float:
     rows = [[v for v, m in zip(row, mrow, strict=True) if m] for row, mrow in zip(values, mask.tolist(), strict=True)]
     if reduction == "token":
@@ -36,7 +39,7 @@ def _reduce_by_hand(values: list[list[float]], mask: torch.Tensor, reduction: st
     return sum(sum(r) for r in rows) / (len(rows) * max_len)
 
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("reduction", SCALAR_REDUCTIONS)
 @pytest.mark.parametrize("baseline", [None, 0.4, "group"])
 def test_reinforce_equals_the_loop_and_its_gradient_is_minus_advantage(reduction, baseline):
     logp, _, mask, rewards = _batch()
@@ -57,7 +60,7 @@ def test_reinforce_equals_the_loop_and_its_gradient_is_minus_advantage(reduction
             assert grad[i, t].item() == pytest.approx(-adv[i] * w * mask[i, t].item(), abs=1e-12)
 
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("reduction", SCALAR_REDUCTIONS)
 @pytest.mark.parametrize("per_token", [False, True])
 def test_clipped_token_loss_equals_the_loop(reduction, per_token):
     logp, old, mask, rewards = _batch(1)
@@ -103,3 +106,22 @@ def test_reductions_weigh_lengths_differently_and_bad_arguments_are_refused():
         reduce_token_losses(losses[0], mask[0], "token")
     with pytest.raises(ValueError, match="clip_eps must be positive"):
         clipped_token_loss(losses, losses, torch.ones(2), mask, clip_eps=0)
+
+
+def test_no_reduction_returns_each_masked_token_term():
+    logp, old, mask, rewards = _batch(1)
+    adv = grpo_advantages(rewards, 2)
+    per_token = clipped_token_loss(logp, old, adv, mask, 0.2, "none")
+    assert per_token.shape == mask.shape
+    for i in range(4):
+        for t in range(6):
+            ratio = math.exp(logp[i, t].item() - old[i, t].item())
+            a = adv[i].item()
+            expected = -min(ratio * a, min(max(ratio, 0.8), 1.2) * a) if mask[i, t] else 0.0
+            assert per_token[i, t].item() == pytest.approx(expected, abs=1e-12)
+    terms = reinforce_loss(logp, rewards, mask, 0.4, "none")
+    expected = [
+        [-(r - 0.4) * v * m for v, m in zip(row, mrow, strict=True)]
+        for r, row, mrow in zip(rewards.tolist(), logp.tolist(), mask.tolist(), strict=True)
+    ]
+    assert torch.allclose(terms, torch.tensor(expected, dtype=torch.float64), atol=1e-12)

@@ -9,7 +9,9 @@ weigh most:
 * ``"sequence"`` — the mean over responses of each response's own token mean (GRPO as first written,
   Shao et al. 2024): every response weighs the same, so each token of a short one weighs more;
 * ``"constant"`` — the token sum divided by N × ``max_len``, a normaliser that does not depend on the
-  lengths sampled (Dr. GRPO, Liu et al. 2025), so no length is favoured.
+  lengths sampled (Dr. GRPO, Liu et al. 2025), so no length is favoured;
+* ``"none"`` — no reduction: the ``[N, L]`` per-token terms, zero where ``mask`` is 0, for code that weighs or
+  logs tokens itself (what practitioners' RL code expects of ``reduction="none"``).
 
 The losses: REINFORCE (``−A·log π(token)``, with or without a baseline subtracted from the reward) and the
 clipped surrogate of PPO/GRPO per token (:func:`minillm.alignment.ppo.clipped_surrogate`). Advantages come from
@@ -27,13 +29,14 @@ from minillm.alignment.ppo import clipped_surrogate
 
 __all__ = ["REDUCTIONS", "reduce_token_losses", "reinforce_loss", "clipped_token_loss"]
 
-REDUCTIONS = ("token", "sequence", "constant")
+REDUCTIONS = ("token", "sequence", "constant", "none")
 
 
 def reduce_token_losses(
     losses: torch.Tensor, mask: torch.Tensor, reduction: str, max_len: int | None = None
 ) -> torch.Tensor:
-    """One number from per-token ``losses`` [N, L] over the tokens where ``mask`` is 1 (see the module docstring).
+    """One number from per-token ``losses`` [N, L] over the tokens where ``mask`` is 1 (see the module docstring);
+    with ``reduction="none"``, the [N, L] terms themselves, zeroed where ``mask`` is 0.
 
     ``max_len`` is the constant normaliser's length (default: L, the padded width).
     """
@@ -46,6 +49,8 @@ def reduce_token_losses(
         return (masked_sum(losses, mask, dim=1) / m.sum(1).clamp(min=1)).mean()
     if reduction == "constant":
         return masked_sum(losses, mask) / (losses.shape[0] * (max_len or losses.shape[1]))
+    if reduction == "none":
+        return torch.where(mask.bool(), losses, torch.zeros_like(losses))
     raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
