@@ -10,6 +10,9 @@ pre-token) encode in time close to `tokenizers`', not the seconds a rescan-per-m
 `tokenizers` breaks ties between equally frequent pairs differently, so merge lists are compared and the
 first difference reported. The course corpus has a small vocabulary of words: past ~2100 tokens every
 pre-token is one token and training stops early (both libraries); the row then says which size was reached.
+Issue #25: loading GPT-2's published format (``vocab.json`` + ``merges.txt``) of a 30k vocabulary, against
+`tokenizers` loading the same two files (the files are written by `tokenizers` from random words, since the
+course corpus cannot fill that many tokens).
 """
 
 from __future__ import annotations
@@ -145,6 +148,30 @@ def bench_unspaced(trained: BPETokenizer, hf: Tokenizer, letters: int = 200_000)
     )
 
 
+def bench_gpt2_load(vocab_size: int) -> None:
+    """Time BPETokenizer.from_gpt2_files against tokenizers' ByteLevelBPETokenizer on the same two files."""
+    import tempfile
+    from pathlib import Path
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    rng = random.Random(0)
+    words = (
+        "".join(rng.choice("etaoinshrdlucmfwyp") for _ in range(rng.randint(2, 7))) for _ in range(vocab_size * 14)
+    )
+    hf = ByteLevelBPETokenizer()
+    hf.train_from_iterator([" ".join(words)], vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        hf.save_model(tmp)
+        vocab, merges = Path(tmp) / "vocab.json", Path(tmp) / "merges.txt"
+        ours, t_ours = timed(BPETokenizer.from_gpt2_files, vocab, merges, special_tokens=SPECIALS)
+        _, t_hf = timed(ByteLevelBPETokenizer, str(vocab), str(merges))
+    print(
+        f"\nGPT-2 files, {ours.vocab_size:,} tokens: minillm from_gpt2_files {t_ours:.2f} s, "
+        f"tokenizers {t_hf:.3f} s ({t_ours / t_hf:.1f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small slices only (a smoke run)")
@@ -155,11 +182,13 @@ def main() -> None:
     if args.quick:
         bench_training(corpus[:100_000], "a 100 kB slice", [512, 1024], [] if args.skip_naive else [512])
         bench_encoding(corpus[:200_000], 1024)
+        bench_gpt2_load(5000)
         return
     one_mb = corpus[:1_000_000]
     bench_training(one_mb, "a 1 MB slice", [512, 1024, 4096], [] if args.skip_naive else [1024])
     bench_training(corpus, "the whole corpus (~5 MB)", [512, 1024, 4096], [])
     bench_encoding(corpus, 4096)
+    bench_gpt2_load(30000)
 
 
 if __name__ == "__main__":

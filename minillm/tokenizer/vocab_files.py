@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import os
 import re
@@ -83,8 +84,14 @@ def _where(path: str | os.PathLike, line: int | None) -> str:
     return f"{path}, line {line}" if line is not None else str(path)
 
 
+@functools.lru_cache(maxsize=1)
+def _unicode_to_byte() -> dict[str, int]:
+    """GPT-2's alphabet read backwards, built once: rebuilding it per token was most of a 50k-vocabulary load."""
+    return {ch: b for b, ch in byte_to_unicode().items()}
+
+
 def _from_gpt2_text(text: str, where: str) -> bytes:
-    table = {ch: b for b, ch in byte_to_unicode().items()}
+    table = _unicode_to_byte()
     try:
         return bytes(table[ch] for ch in text)
     except KeyError as err:
