@@ -28,7 +28,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from minillm.paths import data_path
 from minillm.tokenizer import BPETokenizer, train_bpe_naive
-from minillm.tokenizer.hf_export import byte_to_unicode, to_tokenizers
+from minillm.tokenizer.hf_export import to_tokenizers
+from minillm.tokenizer.io import byte_to_unicode
 from minillm.tokenizer.pretokenize import compile_pattern, pretokenize
 
 SPECIALS = ["<|endoftext|>"]

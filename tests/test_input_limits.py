@@ -31,7 +31,7 @@ from minillm.textdata.minhash import PRIME, MinHasher, shingle_id, shingles
 from minillm.textdata.pipeline import Pipeline, clean_file
 from minillm.textdata.quality import MARKUP_CHARS, quality_stats
 from minillm.tokenizer import GPT2_PATTERN, GPT4_PATTERN, BPETokenizer
-from minillm.tokenizer.hf_export import byte_to_unicode
+from minillm.tokenizer.io import byte_to_unicode
 from minillm.tokenizer.pretokenize import check_pattern, unsafe_repetition
 
 MiB = 1 << 20

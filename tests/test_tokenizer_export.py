@@ -19,7 +19,8 @@ from tokenizer_corpus import course_text, sft_texts
 from tokenizers import Regex, pre_tokenizers
 
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer
-from minillm.tokenizer.hf_export import byte_to_unicode, to_tokenizers
+from minillm.tokenizer.hf_export import to_tokenizers
+from minillm.tokenizer.io import byte_to_unicode
 from minillm.tokenizer.pretokenize import pretokenize, resolve_pattern
 
 UNICODE_SAMPLE = (

@@ -24,7 +24,8 @@ from tokenizer_corpus import course_text, sft_texts
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer
-from minillm.tokenizer.hf_export import byte_to_unicode, to_tokenizers
+from minillm.tokenizer.hf_export import to_tokenizers
+from minillm.tokenizer.io import byte_to_unicode
 from minillm.tokenizer.merges import apply_token_ranks
 from minillm.tokenizer.pretokenize import resolve_pattern
 

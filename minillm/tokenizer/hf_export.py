@@ -11,9 +11,9 @@ space becomes ``Ġ``). Vocabulary and merges are written in that alphabet.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
+from minillm.tokenizer.io import byte_level_text
 from minillm.tokenizer.pretokenize import resolve_pattern
 
 if TYPE_CHECKING:
@@ -21,25 +21,6 @@ if TYPE_CHECKING:
 
     from minillm.tokenizer.bpe import BPETokenizer
     from minillm.tokenizer.wordpiece import WordPieceTokenizer
-
-
-@functools.lru_cache(maxsize=1)
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte → printable character table."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-def byte_level_text(token: bytes) -> str:
-    """A token's bytes spelled in GPT-2's byte-to-unicode alphabet (``b" the"`` → ``"Ġthe"``)."""
-    table = byte_to_unicode()
-    return "".join(table[b] for b in token)
 
 
 def to_tokenizers(tokenizer: BPETokenizer | WordPieceTokenizer) -> tokenizers.Tokenizer:

@@ -1,12 +1,16 @@
-"""Saving tokenizers as human-readable JSON, and reading them back with clear errors.
+"""Tokens as text: the course's readable JSON spelling, GPT-2's byte-to-unicode alphabet, and the JSON files.
 
 Token byte strings are written as text a person can read: printable ASCII stays as it is (space
 included) and every other byte, and the backslash itself, becomes ``\\xNN``. So ``b" the"`` is
 ``" the"`` and the first half of an emoji is ``"\\xf0\\x9f"``. The mapping is exact in both directions.
+
+GPT-2's published files (and Hugging Face's byte-level tokenizers) spell bytes another way: every byte is one
+printable character (:func:`byte_to_unicode`: a space is ``Ġ``), so a token is a plain string of such characters.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -42,6 +46,25 @@ def text_to_token(text: str) -> bytes:
         else:
             raise ValueError(f"unexpected character {ch!r} in token text {text!r}")
     return bytes(out)
+
+
+@functools.lru_cache(maxsize=1)
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable character table."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def byte_level_text(token: bytes) -> str:
+    """A token's bytes spelled in GPT-2's byte-to-unicode alphabet (``b" the"`` → ``"Ġthe"``)."""
+    table = byte_to_unicode()
+    return "".join(table[b] for b in token)
 
 
 def write_json(path: str | os.PathLike, kind: str, payload: dict[str, Any]) -> Path:

@@ -7,7 +7,7 @@ not fit the format is a ValueError naming the file (and, for line-based files, t
 Nothing here evaluates or unpickles anything.
 
 * GPT-2 (also Hugging Face's ``BPE.from_file``): ``vocab.json`` maps each token, spelled in GPT-2's
-  byte-to-unicode alphabet (``hf_export.byte_to_unicode``: a space is ``Ġ``), to its id; ``merges.txt`` has an
+  byte-to-unicode alphabet (``io.byte_to_unicode``: a space is ``Ġ``), to its id; ``merges.txt`` has an
   optional ``#version`` first line, then one merge ``left right`` per line, earliest first. Special tokens
   sit in ``vocab.json`` under their own text (``"<|endoftext|>": 50256``).
 * tiktoken: one ``base64(token bytes) rank`` per line; the rank is the id, and also the merge priority.
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from minillm.tokenizer.hf_export import byte_level_text, byte_to_unicode
+from minillm.tokenizer.io import byte_level_text, byte_to_unicode
 from minillm.tokenizer.merges import apply_token_ranks
 
 _RANK = re.compile(r"0|[1-9][0-9]*")
