@@ -51,7 +51,7 @@ def _with_pattern(tokenizer: BPETokenizer, folder: Path, pattern: str) -> Path:
 
 
 # ------------------------------------------------------------------------ 5: hostile tokenizer files
-def test_5_catastrophic_pattern_in_a_file_is_refused_before_any_encode(tokenizer, tmp_path, monkeypatch):
+def test_catastrophic_pattern_in_a_file_is_refused_before_any_encode(tokenizer, tmp_path, monkeypatch):
     # (a|a)+$ takes exponential time on "aaa...a!" (about 2.7 s at 22 letters, doubling with each one);
     # the file is refused at load, so no text ever reaches the regex and no timing is needed
     path = _with_pattern(tokenizer, tmp_path, r"(a|a)+$")
@@ -65,14 +65,14 @@ def test_5_catastrophic_pattern_in_a_file_is_refused_before_any_encode(tokenizer
         BPETokenizer([], pattern=r"(a+)+$")
 
 
-def test_5_opted_in_pattern_that_backtracks_is_refused_by_the_probe(tokenizer, tmp_path):
+def test_opted_in_pattern_that_backtracks_is_refused_by_the_probe(tokenizer, tmp_path):
     # a custom pattern the caller vouches for still has to split the probe text in under a second
     path = _with_pattern(tokenizer, tmp_path, r"(a|a)+$|[\s\S]")
     with pytest.raises(ValueError, match=r"tokenizer\.json: .*catastrophic backtracking"):
         BPETokenizer.load(path, allow_custom_pattern=True)
 
 
-def test_5_custom_pattern_that_drops_text_is_refused(tokenizer, tmp_path):
+def test_custom_pattern_that_drops_text_is_refused(tokenizer, tmp_path):
     path = _with_pattern(tokenizer, tmp_path, r"\w+")  # used to decode "hello, world!" as "helloworld"
     with pytest.raises(ValueError, match=r"tokenizer\.json: .*'\\\\w\+' does not cover every character.*','"):
         BPETokenizer.load(path, allow_custom_pattern=True)
@@ -82,7 +82,7 @@ def test_5_custom_pattern_that_drops_text_is_refused(tokenizer, tmp_path):
         BPETokenizer([], pattern=r"(\w+)|(\W+)", allow_custom_pattern=True)
 
 
-def test_5_opted_in_lossless_pattern_round_trips_and_agrees_with_tokenizers(tmp_path):
+def test_opted_in_lossless_pattern_round_trips_and_agrees_with_tokenizers(tmp_path):
     pattern = r"[A-Za-z]+| ?[0-9]+|\s+|[^\sA-Za-z0-9]"
     tok = BPETokenizer.train(TEXT + " 123 456", 300, pattern=pattern, allow_custom_pattern=True)
     path = tok.save(tmp_path / "custom.json")
@@ -95,7 +95,7 @@ def test_5_opted_in_lossless_pattern_round_trips_and_agrees_with_tokenizers(tmp_
     assert to_tokenizers(loaded).encode(text).ids == loaded.encode(text)
 
 
-def test_5_presets_cover_the_probe_and_are_saved_by_name(tmp_path):
+def test_presets_cover_the_probe_and_are_saved_by_name(tmp_path):
     for name in ("gpt2", "gpt4", "none"):
         assert "".join(pretokenize(PATTERN_PROBE, name)) == PATTERN_PROBE
     tok = BPETokenizer([], special_tokens=(), pattern=GPT4_PATTERN)  # the regex itself is the preset
@@ -121,7 +121,7 @@ def _tiny(vocab: int = 300) -> GPT:
     return GPT(GPTConfig(vocab_size=vocab, context_length=16, n_layer=1, n_head=2, d_model=32))
 
 
-def test_8_flipped_bytes_in_a_checkpoint_are_a_checkpoint_error(tmp_path):
+def test_flipped_bytes_in_a_checkpoint_are_a_checkpoint_error(tmp_path):
     model = _tiny()
     path = save_checkpoint({"step": 3, "model": model.state_dict()}, tmp_path / "checkpoint.pt")
     assert load_checkpoint(path)["step"] == 3
@@ -130,7 +130,7 @@ def test_8_flipped_bytes_in_a_checkpoint_are_a_checkpoint_error(tmp_path):
         load_checkpoint(path)
 
 
-def test_8_flipped_bytes_in_a_model_folder_are_a_checkpoint_error(tmp_path, tokenizer):
+def test_flipped_bytes_in_a_model_folder_are_a_checkpoint_error(tmp_path, tokenizer):
     model = _tiny(tokenizer.vocab_size)
     folder = save_pretrained(tmp_path / "model", model, tokenizer)
     assert (folder / CHECKSUM_FILE).read_text(encoding="ascii").count("\n") == 3
@@ -139,7 +139,7 @@ def test_8_flipped_bytes_in_a_model_folder_are_a_checkpoint_error(tmp_path, toke
         load_pretrained(folder)
 
 
-def test_8_edited_tokenizer_or_head_is_caught_too(tmp_path, tokenizer):
+def test_edited_tokenizer_or_head_is_caught_too(tmp_path, tokenizer):
     from minillm.alignment.reward_model import ScalarHeadModel, save_reward_model
 
     model = _tiny(tokenizer.vocab_size)
@@ -150,7 +150,7 @@ def test_8_edited_tokenizer_or_head_is_caught_too(tmp_path, tokenizer):
         load_reward_model(folder)
 
 
-def test_8_files_saved_before_checksums_load_with_a_warning(tmp_path, tokenizer):
+def test_files_saved_before_checksums_load_with_a_warning(tmp_path, tokenizer):
     model = _tiny(tokenizer.vocab_size)
     torch.save({"step": 1}, tmp_path / "old.pt")  # the layout written before checksums
     with pytest.warns(UnverifiedCheckpointWarning, match=r"old\.pt: has no checksum"):
@@ -162,7 +162,7 @@ def test_8_files_saved_before_checksums_load_with_a_warning(tmp_path, tokenizer)
 
 
 @pytest.mark.parametrize("name", ["base", "base_long", "posttrain/sft", "posttrain/rm", "posttrain/rm_onpolicy"])
-def test_8_committed_model_folders_verify_without_warnings(name):
+def test_committed_model_folders_verify_without_warnings(name):
     folder = data_path(name)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -205,7 +205,7 @@ def _unspaced(letters: int) -> str:
     return "".join(random.Random(letters).choices("abcdef", k=letters))
 
 
-def test_9_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
+def test_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
     """The finding, reproduced: rescanning per merge costs ≈ n × merges lookups (200 000 letters: 11.9 s)."""
     ranks = _CountingRanks(letters_tokenizer._ranks)
     ids = rescan_encode(list(_unspaced(2_000).encode()), ranks)
@@ -214,7 +214,7 @@ def test_9_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
 
 
 @pytest.mark.parametrize("letters", [2_000, 16_000, 128_000])
-def test_9_encode_work_on_unspaced_text_is_linear_in_its_length(letters_tokenizer, letters, monkeypatch):
+def test_encode_work_on_unspaced_text_is_linear_in_its_length(letters_tokenizer, letters, monkeypatch):
     """The heap-based encode looks each new pair up a bounded number of times: n - 1 initial pairs, one check
     per popped candidate and two new pairs per merge, with fewer than n merges and pops — so ≤ 8n lookups."""
     text = _unspaced(letters)
@@ -226,7 +226,7 @@ def test_9_encode_work_on_unspaced_text_is_linear_in_its_length(letters_tokenize
 
 
 # ---------------------------------------------------------- 10: unclear or late errors (library side)
-def test_10_tokenizer_and_model_vocabularies_must_match(tmp_path, tokenizer):
+def test_tokenizer_and_model_vocabularies_must_match(tmp_path, tokenizer):
     # a folder whose tokenizer.json came from another run (checksums re-recorded, so only the sizes differ)
     folder = save_pretrained(tmp_path / "m", _tiny(400))
     tokenizer.save(folder / "tokenizer.json")
@@ -248,13 +248,13 @@ def test_10_tokenizer_and_model_vocabularies_must_match(tmp_path, tokenizer):
         (dict(n_head=3), r"n_head=3 does not divide d_model=128; .* choose n_head from \[1, 2, 4, 8, 16, 32\]"),
     ],
 )
-def test_10_gpt_config_refuses_values_that_used_to_pass(kwargs, message):
+def test_gpt_config_refuses_values_that_used_to_pass(kwargs, message):
     with pytest.raises(ValueError, match=message):
         GPTConfig(**kwargs)
 
 
 @pytest.mark.parametrize("temperature", [float("nan"), float("inf"), True])
-def test_10_sampling_temperature_is_checked_before_torch(temperature):
+def test_sampling_temperature_is_checked_before_torch(temperature):
     model = _tiny()
     with pytest.raises(
         ValueError, match=re.escape(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
@@ -264,7 +264,7 @@ def test_10_sampling_temperature_is_checked_before_torch(temperature):
         sample_next_token(torch.zeros(1, 5), temperature=temperature)
 
 
-def test_10_unknown_pipeline_preset_lists_the_known_ones():
+def test_unknown_pipeline_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown pipeline preset 'bogus'; choose one of \['course', .*'tiny'\]"):
         get_run_size("bogus")
     assert get_run_size("tiny") is get_run_size("tiny")  # built once
@@ -291,14 +291,14 @@ def test_10_unknown_pipeline_preset_lists_the_known_ones():
         (dict(lr=float("nan")), "lr must be a finite number"),
     ],
 )
-def test_10_train_config_refuses_bad_settings(settings, message):
+def test_train_config_refuses_bad_settings(settings, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig(**settings)
     with pytest.raises(ConfigError, match=message):
         TrainConfig.from_dict(settings)
 
 
-def test_10_config_files_with_bad_json_or_types_name_the_file(tmp_path):
+def test_config_files_with_bad_json_or_types_name_the_file(tmp_path):
     path = tmp_path / "run.json"
     path.write_text('{"lr": 0.01,}\n')  # used to be a raw JSONDecodeError
     with pytest.raises(
@@ -325,7 +325,7 @@ def test_10_config_files_with_bad_json_or_types_name_the_file(tmp_path):
         (["--device", "cuda"], "'cuda' was requested but torch sees no CUDA GPU here"),
     ],
 )
-def test_10_train_command_line_stops_before_any_work(tmp_path, flags, message, monkeypatch):
+def test_train_command_line_stops_before_any_work(tmp_path, flags, message, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on the course's CPU machines
     train = tmp_path / "train.txt"
     train.write_text(TEXT, encoding="utf-8")
@@ -356,7 +356,7 @@ def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flag
     assert not (tmp_path / "run").exists()
 
 
-def test_10_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
+def test_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
     """Used to pass the up-front checks, train a tokenizer, then crash inside RandomWindows with a traceback."""
     from minillm.end_to_end.cli import main as pipeline_main
 

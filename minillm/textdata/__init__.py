@@ -13,7 +13,7 @@ One module per idea:
 * :mod:`~minillm.textdata.pipeline` — the steps in order, for a list or a file (``python -m minillm.textdata``).
 """
 
-from minillm.textdata.contamination import Contamination, NgramIndex, contamination, word_ngrams
+from minillm.textdata.contamination import Contamination, NgramIndex, contamination
 from minillm.textdata.exact import ExactDeduplicator, exact_dedup, text_digest
 from minillm.textdata.language import ENGLISH_STOP_WORDS, english_stop_word_share, is_english
 from minillm.textdata.lsh import LSHIndex, NearDuplicateIndex, candidate_pairs, candidate_probability, lsh_threshold
@@ -59,5 +59,4 @@ __all__ = [
     "shingles",
     "strip_boilerplate_lines",
     "text_digest",
-    "word_ngrams",
 ]

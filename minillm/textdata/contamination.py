@@ -18,15 +18,6 @@ import numpy as np
 
 from minillm.textdata.minhash import shingle_words
 
-
-def word_ngrams(text: str, n: int) -> list[tuple[str, ...]]:
-    """The text's ``n``-grams of lower-cased words, in order, repeats kept (none when it has fewer words)."""
-    if not isinstance(n, int) or n <= 0:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    words = shingle_words(text)
-    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-
-
 _BASE = np.uint64(0x100000001B3)  # an odd multiplier (FNV's prime): the hash below mixes every word's position
 
 
