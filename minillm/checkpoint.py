@@ -5,7 +5,10 @@ Two formats, for two jobs:
 - **Training checkpoints** (:func:`save_checkpoint` / :func:`load_checkpoint`): everything needed to
   continue a run exactly — model, optimizer, step, RNG states, data position — in one ``torch.save``
   file. Writing goes to a temporary file in the same folder, is flushed to disk, then renamed over the
-  old file: a crash mid-write leaves the previous checkpoint untouched. Loading uses
+  old file: a crash mid-write leaves the previous checkpoint untouched, and a full disk is reported as a
+  :class:`~minillm.run_folder.DiskFullError` naming the file (the temporary file is removed; one left by a
+  killed process is removed by :func:`remove_stale_temp_files`, which a run calls while it holds the
+  folder's lock). Loading uses
   ``weights_only=True`` (no arbitrary code from pickles) and turns a truncated or corrupt file into a
   :class:`CheckpointError` that names it.
 - **Pretrained models** (:func:`save_pretrained` / :func:`load_pretrained`): a folder with
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,7 +39,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from minillm.model import GPT, GPTConfig
-from minillm.run_folder import sha256_file
+from minillm.run_folder import DiskFullError, is_disk_full, sha256_file, write_atomically
 from minillm.tokenizer import BPETokenizer
 
 MODEL_FILE = "model.safetensors"
@@ -110,7 +114,16 @@ def read_checksums(path: str | os.PathLike) -> dict[str, str]:
     """File name → sha256 from a ``checksums.sha256``; a malformed line raises :class:`CheckpointError`."""
     path = Path(path)
     listed: dict[str, str] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise CheckpointError(
+            f"{path}, line {line}: not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start}); a checksum "
+            "file holds '<64 hex digits>  <file name>' lines: restore it from the run that wrote the folder"
+        ) from None
+    for number, line in enumerate(text.splitlines(), start=1):
         digest, sep, name = line.partition("  ")
         well_formed = sep and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
         if not (well_formed and name and Path(name).name == name and name not in (".", "..")):
@@ -165,20 +178,55 @@ def _replace_atomically(tmp: Path, path: Path) -> None:
         pass
 
 
+def _temp_path(path: Path) -> Path:
+    """Where :func:`save_checkpoint` writes ``path`` before the rename: ``.NAME.tmp-PID``."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write ``state`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically, with its checksum."""
+    """Write ``state`` (tensors, numbers, strings, lists, dicts) to ``path`` atomically, with its checksum.
+
+    Written through a Python file object rather than a path: torch's own writer reports a full disk as a
+    bare "file write failed", while the file object's ``OSError`` says why (see :func:`is_disk_full`).
+    """
     if not isinstance(state, dict):
         raise TypeError(f"state must be a dict, got {type(state).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temp_path(path)
     payload = {_FORMAT_KEY: _FORMAT_VERSION, "sha256": state_digest(state), "state": state}
     try:
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as handle:
+            torch.save(payload, handle)
         _replace_atomically(tmp, path)
+    except (OSError, RuntimeError) as error:
+        if is_disk_full(error):
+            kept = f"the previous checkpoint {path} is unchanged" if path.is_file() else "no checkpoint was kept"
+            raise DiskFullError(
+                f"disk full while writing {path} (to {tmp.name}, now removed): {kept}; free some space, then "
+                "continue the run (python -m minillm.train --resume)"
+            ) from error
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def remove_stale_temp_files(path: str | os.PathLike, names: str | None = None) -> list[Path]:
+    """Delete the temporary files that saves of ``path`` left when their process was killed; returns them.
+
+    Only files of :func:`save_checkpoint`'s own naming, ``.NAME.tmp-PID``, where NAME is ``path``'s name or
+    matches the regular expression ``names`` (an FSDP run's shard files). Call it only while holding the
+    folder's lock (:func:`minillm.run_folder.locked`): then no live process is writing one of them.
+    """
+    path = Path(path)
+    pattern = re.compile(rf"\.(?:{names or re.escape(path.name)})\.tmp-\d+")
+    if not path.parent.is_dir():
+        return []
+    stale = sorted(p for p in path.parent.iterdir() if pattern.fullmatch(p.name) and p.is_file())
+    for file in stale:
+        file.unlink(missing_ok=True)
+    return stale
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -215,9 +263,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 
 def _write_text_atomically(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    _replace_atomically(tmp, path)
+    write_atomically(path, text.encode("utf-8"))
 
 
 def save_pretrained(

@@ -109,10 +109,11 @@ def _documents(lines: Iterable[str]) -> Iterator[str]:
         if line.strip():
             block.append(line)
         elif block:
-            yield "\n".join(block).strip()
-            block = []
+            document, block = "\n".join(block).strip(), []  # the lines are released before the consumer runs
+            yield document
     if block:
-        yield "\n".join(block).strip()
+        document, block = "\n".join(block).strip(), []
+        yield document
 
 
 def _lines(path: Path) -> Iterator[str]:

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from minillm import corpus, tasks
-from minillm.run_folder import RunFolderError, refuse_to_replace, sha256_file
+from minillm.run_folder import DiskFullError, RunFolderError, refuse_to_replace, sha256_file, write_all_atomically
 
 SEED = 0
 N_STORIES = 8000
@@ -89,7 +89,8 @@ def write_files(out_dir: Path, files: dict[str, bytes], overwrite: bool = False)
 
     A file already there with other content (the committed data and another seed, or someone's own
     files) is replaced only with ``overwrite=True``; otherwise :class:`~minillm.run_folder.RunFolderError`
-    names the folder and the files, and nothing is written.
+    names the folder and the files, and nothing is written. A full disk raises
+    :class:`~minillm.run_folder.DiskFullError` and replaces no file.
     """
     if not overwrite:
         refuse_to_replace(
@@ -99,9 +100,10 @@ def write_files(out_dir: Path, files: dict[str, bytes], overwrite: bool = False)
             fix="pass --overwrite to replace them, or choose another --out",
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        (out_dir / name).write_bytes(content)
-    (out_dir / MANIFEST).write_text(manifest(files), encoding="ascii")
+    # every file goes to a temporary file first and is renamed into place, the manifest last: a full disk or a
+    # kill leaves no truncated data file, and a manifest only beside the files it lists
+    staged = {out_dir / name: content for name, content in files.items()}
+    write_all_atomically({**staged, out_dir / MANIFEST: manifest(files).encode("ascii")})
 
 
 def describe(files: dict[str, bytes]) -> str:
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     files = generate_files(args.seed)
     try:
         write_files(args.out, files, overwrite=args.overwrite)
-    except RunFolderError as error:
+    except (RunFolderError, DiskFullError) as error:
         raise SystemExit(f"error: {error}") from error
     print(f"wrote {len(files)} files and {MANIFEST} to {args.out}")
     print(describe(files))

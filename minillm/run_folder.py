@@ -1,6 +1,6 @@
 """A run folder's safety rules: one writer at a time, a record of what defines the run, no silent replacing.
 
-``python -m minillm.train`` and ``python -m minillm`` write hours of work into one folder. Three things keep
+``python -m minillm.train`` and ``python -m minillm`` write hours of work into one folder. Four things keep
 that work from being destroyed or misreported, and both command lines use them from here:
 
 * **A lock** (:func:`locked`): ``run.lock`` is created with ``O_CREAT | O_EXCL`` — the operating system
@@ -8,14 +8,20 @@ that work from being destroyed or misreported, and both command lines use them f
   removed when the run ends, also on an error or Ctrl-C. A second run into a locked folder stops with the
   holder's pid. A lock left by a process that no longer exists (killed, out of memory, power cut) is
   *stale*: the next run reports it on stderr and takes it over, so ``--resume`` after a crash needs no
-  extra step. A lock from another host, or one whose pid we cannot check, is never taken over.
+  extra step. The lock also records when its process started (Linux), so a pid reused by another process
+  is recognised as stale too; a lock from another host, or one whose pid we cannot check, is never taken
+  over, and only a lock that proves its writer still runs suggests ``kill PID``.
 * **A record** of what defines the run (:func:`input_file`, :func:`write_record`): every setting, and for
   each input file its path and SHA-256, so a rerun with another text, seed or setting is recognised as a
   different run. :func:`check_record` names the fields that differ; only fields a caller declares
   changeable (e.g. ``max_steps`` on ``--resume``) may differ.
-* **No silent replacing** (:func:`refuse_to_replace`, :func:`remove_outputs`): a folder that already holds a
-  run's outputs is only replaced when asked (``--overwrite``), and the message says what is there and how
-  to continue or replace it.
+* **No silent replacing** (:func:`refuse_to_replace`, :class:`RunFiles`, :func:`remove_run_files`): a folder
+  that already holds a run's outputs is only replaced when asked (``--overwrite``), and the message says what
+  is there and how to continue or replace it. ``--overwrite`` removes only files a run writes, named by its
+  :class:`RunFiles` layout, and only where the run's record (``settings.json``, ``run.json``) shows that a
+  minillm run wrote them; a folder with files of anyone else in the folders a run writes to is refused.
+* **No half-written files** (:func:`write_atomically`, :func:`write_all_atomically`): a file appears whole
+  or not at all, and a full disk is reported as :class:`DiskFullError` naming the file.
 
 Every refusal raises :class:`RunFolderError` before any long work starts; the command lines turn it into
 ``error: ...`` and exit status 1.
@@ -24,30 +30,39 @@ Every refusal raises :class:`RunFolderError` before any long work starts; the co
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
-import shutil
+import re
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "LOCK_FILE",
+    "DiskFullError",
+    "RunFiles",
     "RunFolderError",
     "RunFolderLocked",
     "check_record",
     "differences",
     "input_file",
+    "is_disk_full",
     "locked",
     "read_record",
+    "record_problem",
+    "refuse_foreign_files",
     "refuse_to_replace",
-    "remove_outputs",
+    "remove_run_files",
     "sha256_file",
+    "write_all_atomically",
+    "write_atomically",
     "write_record",
 ]
 
@@ -60,6 +75,86 @@ class RunFolderError(RuntimeError):
 
 class RunFolderLocked(RunFolderError):
     """Another live process is writing to the run folder."""
+
+
+class DiskFullError(OSError):
+    """A write that ran out of space; the message names the file and what was kept (nothing half-written)."""
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, is "no space left" (or over quota).
+
+    Why the chain: torch reports a failed write of its file object as a ``RuntimeError`` whose context is
+    the ``OSError`` the file raised.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+
+
+def _temp_path(path: Path) -> Path:
+    """A temporary name beside ``path``, unique to this process and call (``.NAME.PID.HEX.tmp``)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make renames in ``folder`` durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_all_atomically(files: Mapping[Path, bytes]) -> None:
+    """Write every file to a temporary file beside it first, then rename them all into place.
+
+    Why: a run that stops half way (killed, disk full) leaves each file either as it was or complete, never
+    truncated; and since the renames only start once every byte is on disk, a full disk replaces none of
+    them. A full disk raises :class:`DiskFullError` naming the file.
+    """
+    staged: dict[Path, Path] = {}
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            staged[path] = _temp_path(path)
+            try:
+                with open(staged[path], "xb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as error:
+                if is_disk_full(error):
+                    raise DiskFullError(
+                        f"disk full while writing {path}: no file was replaced (a half-written copy was removed); "
+                        "free some space and run again"
+                    ) from error
+                raise
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+        for folder in {path.parent for path in staged}:
+            _sync_folder(folder)
+    finally:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+
+
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (see :func:`write_all_atomically`)."""
+    write_all_atomically({Path(path): data})
 
 
 # ------------------------------------------------------------------------------------------ the record
@@ -110,13 +205,7 @@ def write_record(path: str | os.PathLike, record: dict[str, Any] | list, indent:
     Why unique: two processes (or a crashed earlier one) must never share a temporary file; why a rename:
     a run stopped half way leaves either the old record or the new one, never a truncated file.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        tmp.write_text(json.dumps(record, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomically(path, (json.dumps(record, indent=indent, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 _MISSING = object()  # a field one of two records lacks
@@ -208,25 +297,168 @@ def refuse_to_replace(
         raise RunFolderError(f"{folder} already holds {what} ({shown}); {fix}")
 
 
-def remove_outputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Delete the given files and folders (what ``--overwrite`` replaces); returns those that existed.
+#: What any run folder may hold that is no output: the lock and its take-over claim (never removed here).
+_LOCK_NAMES = frozenset({"run.lock", "run.lock.takeover"})
+#: The temporary names minillm's writers use beside a file NAME: ``.NAME.tmp-PID`` (checkpoints, model
+#: folders) and ``.NAME.PID.HEX.tmp`` (records, token files); left behind only by a killed process.
+_TEMP_FORMS = (r"\.(?:{0})\.tmp-\d+", r"\.(?:{0})\.\d+\.[0-9a-f]{{12}}\.tmp")
 
-    Only the outputs a run is known to write are removed, never the whole folder: a run folder given by
-    mistake (a home folder, a data folder) keeps everything else.
+
+def _name_pattern(names: Iterable[str]) -> re.Pattern[str]:
+    """One pattern for the given file-name patterns (regular expressions) and their temporary files."""
+    alternatives = [f"(?:{name})" for name in names]
+    alternatives += [form.format(name) for name in names for form in _TEMP_FORMS]
+    return re.compile("|".join(alternatives) or "(?!)")
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Every file a kind of run writes, folder by folder: what ``--overwrite`` may remove, and nothing else.
+
+    ``shared`` folders (the run folder itself) may hold other files too, which are left alone; ``owned``
+    folders are the run's own (``pretrain/``, ``work/``): a file there that the run does not write is
+    someone else's, and the run is refused rather than mixed with it. Names are regular expressions of file
+    names (``re.escape`` plain ones); each also covers the temporary files of a killed write. ``record`` is
+    the run's record, written before anything else: a folder whose record is missing or lacks
+    ``record_keys`` holds no minillm run, so nothing in it is removed.
     """
-    removed = []
-    for path in map(Path, paths):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
-        else:
+
+    record: Path
+    record_keys: frozenset[str]
+    shared: Mapping[Path, tuple[str, ...]]
+    owned: Mapping[Path, tuple[str, ...]] = field(default_factory=dict)
+    what: str = "a minillm run"
+    #: another proof that such a run wrote the folder, where its record was not kept (a model folder committed
+    #: without its run.json): True when the folder's own files show it
+    recognise: Callable[[], bool] | None = None
+
+
+@dataclass
+class _Survey:
+    written: list[Path]  # files of the run's layout that are there
+    foreign: list[Path]  # anything else inside the run's own folders
+    folders: list[Path]  # the run's own folders that exist, deepest first
+
+
+def _is_plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _survey(files: RunFiles) -> _Survey:
+    """What of ``files``' layout is on disk, and what in its own folders is not the run's (not followed into)."""
+    written: list[Path] = []
+    foreign: list[Path] = []
+    folders: list[Path] = []
+    for folder, names in files.shared.items():
+        pattern = _name_pattern(names)
+        if folder.is_dir():
+            for entry in sorted(folder.iterdir()):
+                if pattern.fullmatch(entry.name) and entry not in files.owned:
+                    (written if _is_plain_file(entry) else foreign).append(entry)
+    for folder, names in files.owned.items():
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            foreign.append(folder)  # never followed: a link may lead into anyone's files
             continue
-        removed.append(path)
-    return removed
+        if not folder.is_dir():
+            continue
+        folders.append(folder)
+        pattern = _name_pattern(names)
+        for entry in sorted(folder.iterdir()):
+            if entry.name in _LOCK_NAMES or (entry in files.owned and not entry.is_symlink()):
+                continue
+            (written if _is_plain_file(entry) and pattern.fullmatch(entry.name) else foreign).append(entry)
+    folders.sort(key=lambda path: len(path.parts), reverse=True)
+    return _Survey(written, foreign, folders)
+
+
+def _shown(paths: Iterable[Path], root: Path) -> str:
+    names = []
+    for path in paths:
+        try:
+            names.append(path.relative_to(root).as_posix())
+        except ValueError:
+            names.append(str(path))
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _record_problem(files: RunFiles) -> str | None:
+    """Why ``files.record`` does not show a run of this kind (None: it does)."""
+    if not files.record.is_file():
+        return f"no {files.record.name}"
+    try:
+        record = read_record(files.record)
+    except RunFolderError:
+        return f"{files.record.name} is not a readable run record"
+    missing = sorted(files.record_keys - set(record or {}))
+    return f"{files.record.name} lacks {', '.join(missing)}" if missing else None
+
+
+def record_problem(files: RunFiles) -> str | None:
+    """Why nothing shows that a run of ``files``' kind wrote its folder (None: its record, or ``recognise``, does)."""
+    problem = _record_problem(files)
+    if problem is not None and files.recognise is not None and files.recognise():
+        return None
+    return problem
+
+
+def refuse_foreign_files(files: RunFiles, fix: str) -> list[Path]:
+    """Raise naming anything in the run's own folders that it does not write; return the run's files found.
+
+    Why before every run, not only ``--overwrite``: a run would mix its files with someone else's (and a
+    user's ``eval/done.json`` would pass for a finished phase).
+    """
+    survey = _survey(files)
+    if survey.foreign:
+        root = files.record.parent
+        raise RunFolderError(
+            f"{root} holds files that {files.what} does not write, in the folders a run writes to: "
+            f"{_shown(survey.foreign, root)}; nothing was removed or written. Move them out, or {fix}"
+        )
+    return survey.written
+
+
+def remove_run_files(files: RunFiles, fix: str) -> list[Path]:
+    """Delete the files of ``files``' layout that are on disk, then its own folders left empty (``--overwrite``).
+
+    Refused, with nothing removed, when the run's folders hold anything the run does not write, or when
+    there is something to remove but no record shows a minillm run wrote it (a home folder, a clone's
+    root, a model exported for another library). ``fix`` ends the messages: what to do instead. Returns the
+    files removed; the record is among them.
+    """
+    written = refuse_foreign_files(files, fix)
+    existing = [folder for folder in files.owned if folder.is_dir()]
+    problem = record_problem(files) if written or existing else None
+    if problem is not None:
+        root = files.record.parent
+        there = _shown(written, root) or _shown(existing, root)
+        raise RunFolderError(
+            f"{root} holds {there} but {problem}, so it does not hold {files.what}; --overwrite removes only "
+            f"the files a run recorded there, and nothing was removed. Remove them yourself if they are "
+            f"yours to delete, or {fix}"
+        )
+    for path in written:
+        path.unlink()
+    for folder in _survey(files).folders:
+        with contextlib.suppress(OSError):  # not empty: it still holds the lock of a separate work folder
+            folder.rmdir()
+    return written
 
 
 # ------------------------------------------------------------------------------------------ the lock
+
+
+#: pid_t is a signed 32-bit number; 0 and negative numbers name process groups (``kill 0`` signals our own)
+_MAX_PID = 2**31 - 1
+#: A live writer fills its lock within microseconds of creating it; an empty lock this old was left by a
+#: process that could not (a full disk, before minillm removed such locks) or was killed in between.
+_EMPTY_LOCK_GRACE_S = 60.0
+
+
+def _valid_pid(value: object) -> int | None:
+    """``value`` if it can be the pid of a single process, else None (a lock minillm did not write)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_PID:
+        return None
+    return value
 
 
 def _pid_alive(pid: int) -> bool | None:
@@ -239,9 +471,24 @@ def _pid_alive(pid: int) -> bool | None:
         return False
     except PermissionError:
         return True  # it exists, owned by another user
-    except OSError:
+    except (OSError, OverflowError):
         return None
     return True
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started: this boot's id and the start time in clock ticks (Linux); None elsewhere.
+
+    Why: a pid is reused once its process has ended, so a live pid alone does not prove that the process is
+    the run that wrote the lock; the pair (boot, start time) of one process is never reused.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces and parentheses
+    return f"{boot}/{fields[19]}" if len(fields) > 19 else None  # field 22 of proc(5): starttime
 
 
 def _read_holder(path: Path) -> dict[str, Any] | None:
@@ -259,7 +506,11 @@ def _describe(holder: dict[str, Any]) -> str:
 
 
 def _create_lock(path: Path) -> bool:
-    """Create the lock file atomically with our identity; False if it exists already."""
+    """Create the lock file atomically with our identity; False if it exists already.
+
+    A lock that cannot be written in full (a full disk) is removed again: an empty lock would refuse every
+    later run until someone deleted it by hand.
+    """
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
@@ -268,10 +519,22 @@ def _create_lock(path: Path) -> bool:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "process_start": _process_start(os.getpid()),
         "command": " ".join(getattr(sys, "orig_argv", sys.argv)),
     }
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(holder) + "\n")
+    try:
+        with open(fd, "wb") as handle:
+            handle.write((json.dumps(holder) + "\n").encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException as error:
+        path.unlink(missing_ok=True)
+        if is_disk_full(error):
+            raise DiskFullError(
+                f"disk full while writing the lock {path}: the run did not start, and the lock was removed "
+                "again, so it blocks no later run; free some space and run again"
+            ) from error
+        raise
     return True
 
 
@@ -297,6 +560,51 @@ def _take_over(path: Path, stale: dict[str, Any]) -> None:
         claim.unlink(missing_ok=True)
 
 
+def _why_stale(path: Path, holder: dict[str, Any]) -> str:
+    """Why the lock ``holder`` (read from ``path``) is stale; raises :class:`RunFolderLocked` when it is not.
+
+    Only a lock whose pid is alive *and* started when the lock says (:func:`_process_start`) proves that its
+    writer still runs, and only then does the message suggest stopping that process; a lock that proves
+    neither is left for the user to delete.
+    """
+    folder = path.parent
+    if "pid" not in holder:
+        age = time.time() - path.stat().st_mtime
+        if age > _EMPTY_LOCK_GRACE_S:
+            return f"which names no process and is {age:.0f} s old (its writer could not fill it: disk full, or killed)"
+        raise RunFolderLocked(
+            f"{folder} is locked by {path}, which names no process (a run may be starting); "
+            f"if no run is using the folder, delete {path}"
+        )
+    pid = _valid_pid(holder["pid"])
+    if pid is None:
+        raise RunFolderLocked(
+            f"{folder} is locked by {path}, which names {holder['pid']!r}, not the id of a process: a minillm run did "
+            f"not write it, or it is damaged; if no run is using the folder, delete {path}"
+        )
+    alive = _pid_alive(pid) if holder.get("host") == socket.gethostname() else None
+    if alive is False:
+        return "which no longer runs"
+    if alive is None:
+        raise RunFolderLocked(
+            f"{folder} is locked by {_describe(holder)} ({path}), which cannot be checked from here; "
+            f"if that run has ended, delete {path}"
+        )
+    recorded, now = holder.get("process_start"), _process_start(pid)
+    if recorded and now and recorded != now:
+        return f"which has ended: pid {pid} now belongs to another process, started later"
+    if recorded and now:
+        raise RunFolderLocked(
+            f"{folder} is locked by a running process: {_describe(holder)}, command {holder.get('command', '?')!r}; "
+            f"wait for it to finish or stop it (kill {pid}), or choose another folder"
+        )
+    raise RunFolderLocked(
+        f"{folder} is locked by {_describe(holder)}, command {holder.get('command', '?')!r} ({path}); a process "
+        f"with that pid is running, but the lock cannot prove it is that run (it records no start time to compare), "
+        f"so it may be another program that got the same pid: if no run is using the folder, delete {path}"
+    )
+
+
 def _acquire(folder: Path) -> Path:
     path = folder / LOCK_FILE
     for _ in range(3):
@@ -305,26 +613,12 @@ def _acquire(folder: Path) -> Path:
         holder = _read_holder(path)
         if holder is None:
             continue  # released between our two looks: try again
-        if not holder or "pid" not in holder:
-            raise RunFolderLocked(
-                f"{folder} is locked by {path}, which names no process (a run may be starting); "
-                f"if no run is using the folder, delete {path}"
-            )
-        same_host = holder.get("host") == socket.gethostname()
-        alive = _pid_alive(int(holder["pid"])) if same_host else None
-        if alive is False:
-            print(f"{folder}: taking over a stale lock of {_describe(holder)}, which no longer runs", file=sys.stderr)
-            _take_over(path, holder)
-            continue
-        if alive is None:
-            raise RunFolderLocked(
-                f"{folder} is locked by {_describe(holder)} ({path}), which cannot be checked from here; "
-                f"if that run has ended, delete {path}"
-            )
-        raise RunFolderLocked(
-            f"{folder} is locked by a running process: {_describe(holder)}, command {holder.get('command', '?')!r}; "
-            f"wait for it to finish or stop it (kill {holder['pid']}), or choose another folder"
-        )
+        try:
+            reason = _why_stale(path, holder)
+        except FileNotFoundError:
+            continue  # released while we looked at its age
+        print(f"{folder}: taking over a stale lock of {_describe(holder)}, {reason}", file=sys.stderr)
+        _take_over(path, holder)
     raise RunFolderLocked(f"{folder}: could not take the lock {path}; try again")
 
 
@@ -345,8 +639,13 @@ def locked(folder: str | os.PathLike) -> Iterator[Path]:
         raise RunFolderError(f"run folder {folder} is not writable: {error}") from error
     try:
         path = _acquire(folder)
-    except PermissionError as error:
-        raise RunFolderError(f"run folder {folder} is not writable: {error}") from error
+    except BaseException as error:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(error, PermissionError):
+            raise RunFolderError(f"run folder {folder} is not writable: {error}") from error
+        raise
     try:
         yield path
     finally:

@@ -35,8 +35,7 @@ def test_crash_during_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     path = save_checkpoint(_state(1.0), tmp_path / "c.pt")
 
     def crashing_save(obj, f):  # writes half a file, then the process "dies"
-        with open(f, "wb") as handle:
-            handle.write(b"PK\x03\x04 partial")
+        f.write(b"PK\x03\x04 partial")  # save_checkpoint hands torch.save its open temporary file
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ckpt.torch, "save", crashing_save)
@@ -99,3 +98,11 @@ def test_load_pretrained_errors(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\x00" * 16)
     with pytest.raises(CheckpointError, match="model.safetensors"):
         load_pretrained(tmp_path)
+
+
+def test_a_checksum_file_that_is_not_utf8_is_a_named_checkpoint_error(tmp_path):
+    good = "0" * 64 + "  model.safetensors\n"
+    path = tmp_path / "checksums.sha256"
+    path.write_bytes(good.encode() + b"\xff\xfe  config.json\n")
+    with pytest.raises(CheckpointError, match=r"checksums\.sha256, line 2: not UTF-8"):
+        ckpt.read_checksums(path)

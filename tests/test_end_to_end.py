@@ -45,6 +45,18 @@ def test_tiny_preset_runs_every_phase_and_writes_the_report(tiny_run) -> None:
 
 
 @pytest.mark.slow
+def test_overwrite_knows_every_file_a_run_writes(tiny_run) -> None:
+    """--overwrite removes only the files of runner.run_files: every file a real run wrote must be among them."""
+    from minillm.end_to_end.runner import run_files
+    from minillm.run_folder import refuse_foreign_files
+
+    folder, _ = tiny_run
+    everything = {path for path in folder.rglob("*") if path.is_file()}
+    assert len(everything) > 20
+    assert set(refuse_foreign_files(run_files(folder), "fix")) == everything
+
+
+@pytest.mark.slow
 def test_demo_preset_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tmp_path) -> None:
     """The README's first pipeline command: no pretraining, about two minutes on 2 cores."""
     folder = tmp_path / "demo"
@@ -114,6 +126,17 @@ def test_bad_input_fails_before_any_work(tmp_path) -> None:
     empty.write_text("")
     with pytest.raises(SystemExit, match="empty.txt"):
         main([*ARGS, "--run-dir", str(tmp_path / "b"), "--text", str(empty)])
+
+
+def test_own_text_whose_validation_part_is_two_words_is_refused_before_any_work(tmp_path) -> None:
+    """It used to pass the up-front checks, train a tokenizer, then crash in pretraining with a traceback."""
+    text = tmp_path / "own.txt"
+    stories = [f"Story {i}: once upon a time there was a little boat on a lake." * 3 for i in range(38)]
+    text.write_text("\n\n".join([*stories, "The end.", "Goodbye."]) + "\n")  # the last 2 of 40: validation
+    # "The end.\n\nGoodbye.\n": 8 + 2 + 8 + 1 bytes
+    with pytest.raises(SystemExit, match=r"own\.txt: 19 bytes of validation text .*context_length \+ 1 = 257"):
+        main([*ARGS, "--run-dir", str(tmp_path / "run"), "--text", str(text)])
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_learners_own_text_is_split_into_train_and_validation(tmp_path) -> None:

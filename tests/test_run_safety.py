@@ -20,6 +20,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_helpers import (
+    install_fake_phases,
+    lock_held_by_another_process,
+    run_pipeline_cli,
+    steps_of,
+    train_args,
+    write_corpus,
+    write_texts,
+)
 
 from minillm import datagen
 from minillm.end_to_end import runner
@@ -28,36 +37,12 @@ from minillm.run_folder import LOCK_FILE, RunFolderError, RunFolderLocked, diffe
 from minillm.train import Trainer
 from minillm.train.cli import main as train_main
 
-STORY = "Once upon a time, {n} had a {t}. {n} played with the {t} every day. The end."
-
-
-def _corpus(folder: Path, n: int = 60, names: tuple[str, ...] = ("Tom", "Lily", "Ben")) -> tuple[Path, Path]:
-    stories = [STORY.format(n=names[i % len(names)], t=("ball", "cat", "boat")[i % 3]) for i in range(n)]
-    train, val = folder / "train.txt", folder / "val.txt"
-    train.write_text("\n\n".join(stories) + "\n", encoding="utf-8")
-    val.write_text("\n\n".join(stories[:8]) + "\n", encoding="utf-8")
-    return train, val
-
-
-def _train_args(folder: Path, steps: int) -> list[str]:
-    return [
-        "--train-file", str(folder / "train.txt"), "--val-file", str(folder / "val.txt"),
-        "--out-dir", str(folder / "out"), "--vocab-size", "300", "--n-layer", "1", "--n-head", "2",
-        "--d-model", "32", "--context-length", "16", "--batch-size", "2", "--max-steps", str(steps),
-        "--warmup-steps", "1", "--eval-interval", "0", "--eval-batches", "1", "--sample-tokens", "4",
-        "--no-progress", "--threads", "1", "--device", "cpu",
-    ]  # fmt: skip
-
-
-def _steps(out: Path) -> int:
-    return json.loads((out / "config.json").read_text())["metrics"]["steps"]
-
 
 @pytest.fixture
 def trained(tmp_path) -> Path:
     """A finished 4-step run in ``tmp_path/out``."""
-    _corpus(tmp_path)
-    train_main(_train_args(tmp_path, 4))
+    write_corpus(tmp_path)
+    train_main(train_args(tmp_path, 4))
     return tmp_path
 
 
@@ -83,31 +68,31 @@ def test_train_refuses_to_replace_a_finished_run(trained) -> None:
     out = trained / "out"
     weights = (out / "model.safetensors").read_bytes()
     with pytest.raises(SystemExit) as stopped:
-        train_main(_train_args(trained, 2))
+        train_main(train_args(trained, 2))
     message = str(stopped.value)
     assert str(out) in message and "finished run of 4 steps" in message and "model.safetensors" in message
     assert "--resume" in message and "--overwrite" in message
-    assert _steps(out) == 4 and (out / "model.safetensors").read_bytes() == weights
+    assert steps_of(out) == 4 and (out / "model.safetensors").read_bytes() == weights
     assert not (out / LOCK_FILE).exists()
     # a work folder elsewhere is locked (and so created) before the refusal: it must not be left behind empty
     elsewhere = trained / "elsewhere_work"
     with pytest.raises(SystemExit, match="finished run of 4 steps"):
-        train_main([*_train_args(trained, 2), "--work-dir", str(elsewhere)])
+        train_main([*train_args(trained, 2), "--work-dir", str(elsewhere)])
     assert not elsewhere.exists()
 
 
 def test_overwrite_replaces_the_run(trained, capsys) -> None:
-    train_main([*_train_args(trained, 2), "--overwrite"])
+    train_main([*train_args(trained, 2), "--overwrite"])
     out = trained / "out"
-    assert _steps(out) == 2 and json.loads((out / "run.json").read_text())["max_steps"] == 2
+    assert steps_of(out) == 2 and json.loads((out / "run.json").read_text())["max_steps"] == 2
     assert "--overwrite: removed a finished run of 4 steps" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="pass only one"):
-        train_main([*_train_args(trained, 2), "--overwrite", "--resume"])
+        train_main([*train_args(trained, 2), "--overwrite", "--resume"])
 
 
 def test_train_refuses_an_unfinished_run_without_resume(tmp_path, monkeypatch) -> None:
     """A checkpoint of an interrupted run is work too: starting over needs --overwrite."""
-    _corpus(tmp_path)
+    write_corpus(tmp_path)
     real_step = Trainer.train_step
 
     def interrupted(self):
@@ -117,12 +102,12 @@ def test_train_refuses_an_unfinished_run_without_resume(tmp_path, monkeypatch) -
 
     monkeypatch.setattr(Trainer, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train_main([*_train_args(tmp_path, 4), "--checkpoint-interval", "1"])
+        train_main([*train_args(tmp_path, 4), "--checkpoint-interval", "1"])
     monkeypatch.undo()
     with pytest.raises(SystemExit, match=r"already holds an unfinished run \(.*checkpoint\.pt"):
-        train_main(_train_args(tmp_path, 4))
-    train_main([*_train_args(tmp_path, 4), "--resume"])
-    assert _steps(tmp_path / "out") == 4
+        train_main(train_args(tmp_path, 4))
+    train_main([*train_args(tmp_path, 4), "--resume"])
+    assert steps_of(tmp_path / "out") == 4
 
 
 # ------------------------------------------------------------------------------ finding 7: resume checks
@@ -131,20 +116,20 @@ def test_train_refuses_an_unfinished_run_without_resume(tmp_path, monkeypatch) -
 def test_resume_refuses_another_learning_rate_or_text(trained) -> None:
     out = trained / "out"
     with pytest.raises(SystemExit) as stopped:
-        train_main([*_train_args(trained, 6), "--resume", "--lr", "0.5"])
+        train_main([*train_args(trained, 6), "--resume", "--lr", "0.5"])
     message = str(stopped.value)
     assert str(out) in message and "lr: 0.003 → 0.5" in message
     assert "only max_steps" in message and "--overwrite" in message
-    assert _steps(out) == 4 and json.loads((out / "run.json").read_text())["lr"] == 0.003
-    _corpus(trained, names=("Zed", "Ann"))  # the same file name, other content
+    assert steps_of(out) == 4 and json.loads((out / "run.json").read_text())["lr"] == 0.003
+    write_corpus(trained, names=("Zed", "Ann"))  # the same file name, other content
     with pytest.raises(SystemExit, match=r"train_file: .*train\.txt \(sha256 [0-9a-f]{12}…\) → .*train\.txt"):
-        train_main([*_train_args(trained, 6), "--resume"])
+        train_main([*train_args(trained, 6), "--resume"])
 
 
 def test_resume_may_train_longer(trained, capsys) -> None:
-    train_main([*_train_args(trained, 6), "--resume"])
+    train_main([*train_args(trained, 6), "--resume"])
     out = trained / "out"
-    assert _steps(out) == 6
+    assert steps_of(out) == 6
     assert [r["step"] for r in json.loads((out / "history.json").read_text())] == list(range(6))
     record = json.loads((out / "run.json").read_text())
     assert record["max_steps"] == 6 and record["resumed"][0]["changed"] == {"max_steps": "4 → 6"}
@@ -154,17 +139,18 @@ def test_resume_may_train_longer(trained, capsys) -> None:
 # ------------------------------------------------------------------------------ finding 6: the lock
 
 
-def test_a_lock_held_by_a_live_process_blocks_both_command_lines(tmp_path, sleeper) -> None:
-    _corpus(tmp_path)
-    _lock_as(tmp_path / "out", sleeper.pid)
-    with pytest.raises(SystemExit) as stopped:
-        train_main(_train_args(tmp_path, 2))
-    assert f"{tmp_path / 'out'} is locked by a running process: pid {sleeper.pid}" in str(stopped.value)
-    assert not (tmp_path / "out" / "model.safetensors").exists()
-    _lock_as(tmp_path / "run", sleeper.pid)
-    with pytest.raises(SystemExit, match=f"is locked by a running process: pid {sleeper.pid}"):
-        pipeline_main(["--preset", "tiny", "--no-progress", "--run-dir", str(tmp_path / "run")])
-    assert (tmp_path / "run" / LOCK_FILE).exists()  # never taken from a live process
+def test_a_lock_held_by_a_live_process_blocks_both_command_lines(tmp_path) -> None:
+    write_corpus(tmp_path)
+    with lock_held_by_another_process(tmp_path / "out", tmp_path / "run") as holder:
+        with pytest.raises(SystemExit) as stopped:
+            train_main(train_args(tmp_path, 2))
+        message = str(stopped.value)
+        assert f"{tmp_path / 'out'} is locked by a running process: pid {holder.pid}" in message
+        assert f"(kill {holder.pid})" in message  # the lock proves that process is its writer
+        assert not (tmp_path / "out" / "model.safetensors").exists()
+        with pytest.raises(SystemExit, match=f"is locked by a running process: pid {holder.pid}"):
+            pipeline_main(["--preset", "tiny", "--no-progress", "--run-dir", str(tmp_path / "run")])
+        assert (tmp_path / "run" / LOCK_FILE).exists()  # never taken from a live process
 
 
 def test_a_stale_lock_is_reported_and_taken_over(tmp_path, sleeper, capsys) -> None:
@@ -177,6 +163,43 @@ def test_a_stale_lock_is_reported_and_taken_over(tmp_path, sleeper, capsys) -> N
     assert not lock.exists()
 
 
+def _write_lock(folder: Path, **holder: object) -> Path:
+    path = folder / LOCK_FILE
+    path.write_text(json.dumps({"host": os.uname().nodename, "started": "earlier", "command": "a run", **holder}))
+    return path
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="process start times are read from Linux /proc")
+def test_a_lock_whose_pid_now_belongs_to_another_process_is_stale(tmp_path, sleeper, capsys) -> None:
+    """pid reuse: the lock's writer ended and an unrelated process got its pid. It used to say "kill PID"."""
+    lock = _write_lock(tmp_path, pid=sleeper.pid, process_start="another-boot/12345")
+    with locked(tmp_path):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert f"taking over a stale lock of pid {sleeper.pid}" in capsys.readouterr().err
+    assert sleeper.poll() is None  # the unrelated process was not touched
+
+
+def test_a_lock_that_cannot_prove_its_writer_never_suggests_killing(tmp_path, sleeper) -> None:
+    """A lock of an older minillm (no start time) naming a live pid: maybe the writer, maybe a reused pid."""
+    lock = _write_lock(tmp_path, pid=sleeper.pid)
+    with pytest.raises(RunFolderLocked) as stopped, locked(tmp_path):
+        pass
+    message = str(stopped.value)
+    assert f"pid {sleeper.pid}" in message and "kill" not in message and f"delete {lock}" in message
+    assert lock.exists()
+
+
+@pytest.mark.parametrize("pid", [0, -1, 1, "1234", "abc", 10**30, True, 2.5, None])
+def test_a_lock_naming_no_single_process_is_refused_without_kill_or_traceback(tmp_path, pid) -> None:
+    """pids 0 and -1 name process groups (kill 0, kill -1 signal many), 1 is init; none is proven the writer."""
+    lock = _write_lock(tmp_path, pid=pid)
+    with pytest.raises(RunFolderLocked) as stopped, locked(tmp_path):
+        pass
+    message = str(stopped.value)
+    assert "kill" not in message and f"delete {lock}" in message
+    assert lock.exists()
+
+
 def test_a_second_writer_is_refused_and_the_lock_goes_even_on_an_error(tmp_path) -> None:
     with pytest.raises(ZeroDivisionError), locked(tmp_path) as lock:
         with pytest.raises(RunFolderLocked, match=f"pid {os.getpid()}"), locked(tmp_path):
@@ -187,14 +210,14 @@ def test_a_second_writer_is_refused_and_the_lock_goes_even_on_an_error(tmp_path)
 
 
 def test_a_failing_training_run_removes_its_lock(tmp_path, monkeypatch) -> None:
-    _corpus(tmp_path)
+    write_corpus(tmp_path)
 
     def fail(self):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(Trainer, "train_step", fail)
     with pytest.raises(RuntimeError, match="boom"):
-        train_main(_train_args(tmp_path, 2))
+        train_main(train_args(tmp_path, 2))
     assert (tmp_path / "out" / "run.json").exists() and not (tmp_path / "out" / LOCK_FILE).exists()
 
 
@@ -204,69 +227,46 @@ def test_a_failing_training_run_removes_its_lock(tmp_path, monkeypatch) -> None:
 @pytest.fixture
 def fake_phases(monkeypatch) -> list[str]:
     """Every phase replaced by a stand-in that records its name (and, for pretraining, the text it read)."""
-    ran: list[str] = []
-
-    def stand_in(name):
-        def body(run):
-            ran.append(name)
-            return {"text": Path(run.train_file).read_text()[:20]} if name == "pretrain" else {}
-
-        return body
-
-    for phase in ("tokenizer", "pretrain", "sft", "align", "eval"):
-        monkeypatch.setattr(runner, f"{phase}_phase", stand_in(phase))
-    monkeypatch.setattr(runner, "write_report", lambda folder, metrics, settings: folder / "report.md")
-    return ran
-
-
-def _texts(folder: Path) -> tuple[Path, Path]:
-    a, b = folder / "a.txt", folder / "b.txt"
-    a.write_text("\n\n".join(f"Alpha story {i}." for i in range(40)) + "\n")
-    b.write_text("\n\n".join(f"Beta story {i}." for i in range(40)) + "\n")
-    return a, b
-
-
-def _pipeline(folder: Path, *extra: str) -> dict:
-    return pipeline_main(["--preset", "tiny", "--no-progress", "--device", "cpu", "--run-dir", str(folder), *extra])
+    return install_fake_phases(monkeypatch)
 
 
 def test_pipeline_refuses_another_text_or_seed_and_skips_an_identical_rerun(tmp_path, fake_phases, capsys) -> None:
-    a, b = _texts(tmp_path)
+    a, b = write_texts(tmp_path)
     run = tmp_path / "run"
-    first = _pipeline(run, "--text", str(a))
+    first = run_pipeline_cli(run, "--text", str(a))
     assert fake_phases == ["tokenizer", "pretrain", "sft", "align", "eval"]
     settings = json.loads((run / "settings.json").read_text())
     assert settings["text"]["path"] == str(a.resolve()) and settings["seed"] == 0
     assert len(settings["text"]["sha256"]) == 64
     train_text = (run / "data" / "train.txt").read_text()
     with pytest.raises(SystemExit) as stopped:
-        _pipeline(run, "--text", str(b))
+        run_pipeline_cli(run, "--text", str(b))
     message = str(stopped.value)
     assert str(run) in message and f"text: {a.resolve()} (sha256" in message and f"→ {b.resolve()}" in message
     assert "--overwrite" in message
     assert (run / "data" / "train.txt").read_text() == train_text  # the folder still matches its models
     with pytest.raises(SystemExit, match="seed: 0 → 1"):
-        _pipeline(run, "--text", str(a), "--seed", "1")
+        run_pipeline_cli(run, "--text", str(a), "--seed", "1")
     with pytest.raises(SystemExit, match='algorithm: "dpo" → "ppo"'):
-        _pipeline(run, "--text", str(a), "--algorithm", "ppo")
+        run_pipeline_cli(run, "--text", str(a), "--algorithm", "ppo")
     a.write_text(a.read_text().replace("Alpha", "Gamma"))  # edited in place: same path, other content
     with pytest.raises(SystemExit, match="text: .*a.txt \\(sha256 .*\\) → .*a.txt"):
-        _pipeline(run, "--text", str(a))
+        run_pipeline_cli(run, "--text", str(a))
     a.write_text(a.read_text().replace("Gamma", "Alpha"))
     capsys.readouterr()
     fake_phases.clear()
-    assert _pipeline(run, "--text", str(a)) == first
+    assert run_pipeline_cli(run, "--text", str(a)) == first
     assert fake_phases == [] and capsys.readouterr().out.count("already complete") == 5
     assert not (run / LOCK_FILE).exists()
 
 
 def test_pipeline_overwrite_replaces_the_run(tmp_path, fake_phases, capsys) -> None:
-    a, b = _texts(tmp_path)
+    a, b = write_texts(tmp_path)
     run = tmp_path / "run"
-    _pipeline(run, "--text", str(a))
+    run_pipeline_cli(run, "--text", str(a))
     (run / "notes.txt").write_text("mine")
     fake_phases.clear()
-    metrics = _pipeline(run, "--text", str(b), "--overwrite")
+    metrics = run_pipeline_cli(run, "--text", str(b), "--overwrite")
     assert fake_phases == ["tokenizer", "pretrain", "sft", "align", "eval"]
     assert metrics["pretrain"]["text"].startswith("Beta story")
     assert json.loads((run / "settings.json").read_text())["text"]["path"] == str(b.resolve())
@@ -280,7 +280,7 @@ def test_pipeline_failure_removes_the_lock(tmp_path, fake_phases, monkeypatch) -
 
     monkeypatch.setattr(runner, "sft_phase", broken)
     with pytest.raises(RuntimeError, match="phase failed"):
-        _pipeline(tmp_path / "run")
+        run_pipeline_cli(tmp_path / "run")
     assert not (tmp_path / "run" / LOCK_FILE).exists()
     assert (tmp_path / "run" / "pretrain" / "done.json").exists()
 
@@ -330,11 +330,11 @@ def test_torchrun_ranks_stop_together_when_rank_0_refuses(trained) -> None:
     """Only rank 0 checks the folder; rank 1 must stop with it instead of waiting at a barrier."""
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "minillm.train", *_train_args(trained, 2),
+        "-m", "minillm.train", *train_args(trained, 2),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "already holds a finished run of 4 steps" in result.stderr
     assert "rank 0 stopped the run" in result.stderr
-    assert _steps(trained / "out") == 4
+    assert steps_of(trained / "out") == 4

@@ -269,6 +269,20 @@ def test_nan_skip_is_recorded_in_history():
     assert [r.get("skipped", False) for r in history] == [False, False, True, False]
 
 
+@pytest.mark.parametrize("bad", [64, -1])
+def test_ids_outside_the_vocabulary_stop_at_the_first_batch_naming_the_data(bad):
+    """A token file of another tokenizer used to fail inside the embedding with a bare IndexError."""
+    from minillm.train.loop import DataError
+
+    tokens = _tokens()
+    tokens[::50] = bad  # the first window holds one whichever offset RandomWindows draws
+    trainer = Trainer(_model(), _config(), tokens, data_name="work/train.bin")
+    with pytest.raises(DataError, match=rf"work/train\.bin: the first training batch holds token id {bad}, .*"
+                       r"vocab_size=64 \(ids 0 to 63\)"):  # fmt: skip
+        trainer.run()
+    assert trainer.step == 0 and trainer.history == []
+
+
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="on_nonfinite"):
         TrainConfig(on_nonfinite="ignore")
@@ -306,6 +320,52 @@ def _cli_args(folder: Path, out: str, train: Path, val: Path, steps: int = 6) ->
         "--eval-interval", "3", "--eval-batches", "2", "--sample-tokens", "20", "--no-progress",
         "--threads", "1", "--device", "cpu",
     ]  # fmt: skip
+
+
+def test_every_flag_given_as_none_is_honoured_or_refused(tmp_path, capsys):
+    """A value flag given as ``none`` used to be dropped (``--grad-clip none`` kept 1.0) when its setting allows None.
+
+    Generated from the parser, so a new flag is covered: either the setting is None (it allows None) or the
+    literal text "none" (a text setting, e.g. a folder called none), or the flag is refused with its name. A
+    config file sets every setting that allows None to a valid other value, so a dropped flag shows.
+    """
+    from minillm.train.cli import build_parser, config_from_args
+
+    parser = build_parser()
+    flags = [a for a in parser._actions if a.option_strings and a.nargs is None and a.dest != "config"]
+    assert len(flags) > 30  # every TrainConfig setting that takes a value
+    not_none = {"str": "somewhere", "int": 2, "float": 0.5}
+    settings = {
+        f.name: not_none[str(f.type).split("|")[0].strip()]
+        for f in dataclasses.fields(TrainConfig)
+        if "None" in str(f.type)
+    }
+    assert {"val_file", "grad_clip", "tokenizer_train_chars"} <= set(settings)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(settings))
+    TrainConfig.from_json(config_file)  # the file alone is valid
+    for action in flags:
+        flag = action.option_strings[0]
+        try:
+            config = config_from_args(parser.parse_args(["--config", str(config_file), flag, "none"]))
+        except SystemExit as error:  # argparse: usage, the flag and the value on stderr
+            assert error.code == 2 and f"argument {flag}: " in capsys.readouterr().err, flag
+            continue
+        except ConfigError as error:
+            assert action.dest in str(error), flag
+            continue
+        assert getattr(config, action.dest) in (None, "none"), f"{flag} none gave {getattr(config, action.dest)!r}"
+
+
+def test_val_file_and_grad_clip_none_are_recorded_and_used(tmp_path):
+    train, val = _write_corpus(tmp_path)
+    args = _cli_args(tmp_path, "out", train, val, steps=2)
+    args[args.index("--val-file") + 1] = "none"
+    main([*args, "--grad-clip", "none"])
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert record["val_file"] is None and record["grad_clip"] is None
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["metrics"]["val_loss"] is None
+    assert not (tmp_path / "out" / "work" / "val.bin").exists()
 
 
 def test_cli_trains_tokenizer_and_model_and_saves_everything(tmp_path, capsys):

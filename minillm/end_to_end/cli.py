@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from minillm.checkpoint import CheckpointError
 from minillm.end_to_end.presets import RUN_SIZES
 from minillm.end_to_end.runner import PipelineError, run_pipeline
-from minillm.run_folder import RunFolderError
+from minillm.run_folder import DiskFullError, RunFolderError
 from minillm.train.config import ConfigError
+from minillm.train.loop import DataError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the run in --run-dir (its phase folders, data/, report and settings.json are deleted)",
+        help="replace the run in --run-dir (the files it wrote in its phase folders and data/, its report and "
+        "settings.json are deleted; refused where no settings.json shows a pipeline run, or where those folders "
+        "hold files the run did not write)",
     )
     return parser
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
             progress=not args.no_progress,
             overwrite=args.overwrite,
         )
-    except (PipelineError, RunFolderError, ConfigError) as error:
+    except (PipelineError, RunFolderError, ConfigError, DataError, CheckpointError, DiskFullError) as error:
         raise SystemExit(f"error: {error}") from error
 
 

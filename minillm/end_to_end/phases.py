@@ -22,7 +22,7 @@ from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
 from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
 from minillm.batches import encode_documents
 from minillm.chat import END, encode_chat, encode_preference_pairs, special_token_id
-from minillm.checkpoint import load_pretrained, save_pretrained
+from minillm.checkpoint import load_pretrained, remove_stale_temp_files, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
 from minillm.model import GPT
@@ -33,7 +33,14 @@ from minillm.tasks import eval_prompts, gold_score
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer, write_history
 from minillm.train.loop import validation_loss
-from minillm.train.run import build_model, prepare_tokens, sample_stories, train_tokenizer
+from minillm.train.run import (
+    CHECKPOINT_FILE,
+    build_model,
+    check_windows,
+    prepare_tokens,
+    sample_stories,
+    train_tokenizer,
+)
 
 PHASES = ("tokenizer", "pretrain", "sft", "align", "eval")
 
@@ -136,8 +143,17 @@ def pretrain_phase(run: Run) -> dict:
     work = Path(config.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     train_tokens, val_tokens = prepare_tokens(config, tokenizer, work)
-    trainer = Trainer(build_model(config, tokenizer.vocab_size), config, train_tokens, val_tokens, device=run.device)
-    checkpoint = work / "checkpoint.pt"
+    check_windows(config, train_tokens, val_tokens)  # a named error, not a traceback from the batch sampler
+    trainer = Trainer(
+        build_model(config, tokenizer.vocab_size),
+        config,
+        train_tokens,
+        val_tokens,
+        device=run.device,
+        data_name=str(work / "train.bin"),
+    )
+    checkpoint = work / CHECKPOINT_FILE
+    remove_stale_temp_files(checkpoint)  # left by killed saves; the pipeline holds the folder's lock
     if checkpoint.is_file():
         trainer.load(checkpoint)
         print(f"[pretrain] resuming from step {trainer.step}")

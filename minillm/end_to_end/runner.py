@@ -3,19 +3,23 @@
 ``python -m minillm`` (:mod:`minillm.end_to_end.cli`) only parses flags and calls it. Before any phase runs,
 the run folder is locked (``run.lock``, see :mod:`minillm.run_folder`) and its ``settings.json`` — the
 preset with all its values, the algorithm, the seed, the device, and the path and SHA-256 of the
-pretraining text and of the SFT and preference files — is compared with what this call would run. The
-same settings: finished phases are skipped and an interrupted pretraining resumes. Any difference: the run
-stops and names the differing fields, unless ``overwrite=True`` replaces the folder's previous outputs.
+pretraining text, the validation text and the SFT and preference files — is compared with what this call
+would run. The same settings: finished phases are skipped and an interrupted pretraining resumes. Any
+difference: the run stops and names the differing fields, unless ``overwrite=True`` replaces the folder's
+previous outputs: only the files of :func:`run_files`, and only where ``settings.json`` shows a pipeline
+wrote them; a folder whose data or phase folders hold anything else is refused either way.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from minillm.checkpoint import CHECKSUM_FILE, CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE
 from minillm.data import load_stories
 from minillm.device import DeviceError, check_device_name, pick_device
 from minillm.end_to_end.phases import (
@@ -31,14 +35,46 @@ from minillm.end_to_end.phases import (
 from minillm.end_to_end.presets import RUN_SIZES, get_run_size
 from minillm.end_to_end.report import write_report
 from minillm.paths import data_dir
-from minillm.run_folder import check_record, input_file, locked, remove_outputs, write_record
+from minillm.run_folder import (
+    RunFiles,
+    check_record,
+    input_file,
+    locked,
+    refuse_foreign_files,
+    remove_run_files,
+    write_record,
+)
 from minillm.train.config import TrainConfig
+from minillm.train.run import CHECKPOINT_FILE, work_file_names
 
-__all__ = ["OUTPUTS", "SETTINGS_FILE", "PipelineError", "run_pipeline", "split_own_text"]
+__all__ = ["SETTINGS_FILE", "PipelineError", "run_files", "run_pipeline", "split_own_text"]
 
 SETTINGS_FILE = "settings.json"
-#: What a pipeline writes into its run folder (what ``--overwrite`` removes; nothing else is touched).
-OUTPUTS: tuple[str, ...] = (*PHASES, "data", "report.md", "loss_curves.png", "gold_and_kl.png", SETTINGS_FILE)
+_MODEL = tuple(map(re.escape, (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, CHECKSUM_FILE)))
+_DONE = re.escape("done.json")
+_HISTORY = re.escape("history.json")
+#: Keys every pipeline settings.json holds (how --overwrite recognises a pipeline's folder).
+_SETTINGS_KEYS = frozenset({"preset", "preset_settings", "algorithm", "seed", "text"})
+
+
+def run_files(folder: Path) -> RunFiles:
+    """Every file a pipeline writes into ``folder``, phase by phase: what ``--overwrite`` may remove.
+
+    The run folder itself is shared (a user's notes there are left alone); the data and phase folders are
+    the run's own, so anything else in them stops the run (see :class:`~minillm.run_folder.RunFiles`).
+    """
+    owned = {
+        folder / "data": (re.escape("train.txt"), re.escape("val.txt")),
+        folder / "tokenizer": (re.escape(TOKENIZER_FILE), _DONE),
+        folder / "pretrain": (_DONE, _HISTORY, re.escape("history.csv")),
+        folder / "pretrain" / "work": work_file_names(folder / "pretrain" / "work" / CHECKPOINT_FILE),
+        folder / "sft": (_DONE, _HISTORY),
+        folder / "align": (_DONE, _HISTORY),
+        folder / "eval": (_DONE,),
+    }
+    owned.update({folder / phase / "model": _MODEL for phase in ("pretrain", "sft", "align")})
+    shared = {folder: tuple(map(re.escape, (SETTINGS_FILE, "report.md", "loss_curves.png", "gold_and_kl.png")))}
+    return RunFiles(folder / SETTINGS_FILE, _SETTINGS_KEYS, shared, owned, "a minillm pipeline run")
 
 
 class PipelineError(RuntimeError):
@@ -133,6 +169,13 @@ def run_pipeline(
                 f"fewer than one training window needs (context_length + 1 = {context + 1} tokens, each at least "
                 "one byte); use a longer text"
             )
+        val_bytes = len(own[1].encode("utf-8"))
+        if val_bytes < context + 1:
+            raise PipelineError(
+                f"--text {text}: {val_bytes:,} bytes of validation text (the last 5 % of the documents, at least "
+                f"one), fewer than one validation window needs (context_length + 1 = {context + 1} tokens, each at "
+                "least one byte); use a text with more (or longer) documents at its end"
+            )
     else:
         source = data_dir() / "stories_train.txt"
     try:
@@ -144,6 +187,8 @@ def run_pipeline(
     sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
     try:
         inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}
+        if own is None:  # the course's validation text (own text's validation part is covered by its digest)
+            inputs["val_file"] = input_file(data_dir() / "stories_val.txt")
         base = size.base_dir()
         if base is not None:  # the checkpoint a run starts from defines it as much as its data
             inputs["base_model"] = input_file(base / "model.safetensors")
@@ -160,11 +205,12 @@ def run_pipeline(
         **inputs,
     }
     with locked(folder):
-        settings_file = folder / SETTINGS_FILE
+        settings_file, files = folder / SETTINGS_FILE, run_files(folder)
+        refuse_foreign_files(files, "choose another --run-dir")
         if overwrite:
-            removed = remove_outputs(folder / name for name in OUTPUTS)
+            removed = remove_run_files(files, "choose another --run-dir")
             if removed:
-                names = ", ".join(p.name for p in removed)
+                names = ", ".join(sorted({p.relative_to(folder).parts[0] for p in removed}))
                 print(f"--overwrite: removed the previous run's {names} from {folder}", file=sys.stderr)
         else:
             check_record(
@@ -179,7 +225,7 @@ def run_pipeline(
             _write_text(train_file, own[0])
             _write_text(val_file, own[1])
         else:
-            train_file, val_file = source, data_dir() / "stories_val.txt"
+            train_file, val_file = source, Path(inputs["val_file"]["path"])
         run = Run(
             folder=folder,
             preset=size,

@@ -13,6 +13,7 @@ non-overlapping window of the held-out stories::
 
 Processes given disjoint ``--runs`` add their runs to ``sweep.json`` side by side (a file lock serialises
 the writes), so the sweep can use every core. A run already in the file is replaced only with ``--force``.
+Runs of other settings (``--quick`` ones into the course's sweep) are refused: one file is one sweep.
 The file records this module's SHA-256 (``provenance``); a test fails when it is stale.
 """
 
@@ -36,7 +37,7 @@ from minillm.data import load_text
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT, count_parameters
 from minillm.paths import data_dir
-from minillm.run_folder import write_record
+from minillm.run_folder import differences, write_record
 from minillm.scaling import ModelShape, matmul_parameters, non_embedding_parameters, steps_for_budget
 from minillm.seed import seed_everything
 from minillm.tokenizer import BPETokenizer
@@ -127,22 +128,43 @@ def _update(path: Path, update: Callable[[dict], None]) -> None:
         write_record(path, latest, indent=1)
 
 
+def _refuse_other_settings(path: Path, settings: dict[str, Any]) -> None:
+    """Stop before any training when ``path`` holds runs made with other ``settings`` (``--quick`` ones too).
+
+    Why: one file is one sweep, fitted as a whole; runs of another setting added to it (tiny quick runs into
+    the course's ``data/scaling``) would quietly change the fit and relabel the file. Only the settings in
+    both are compared, so the data's sizes can be checked once the corpus is loaded.
+    """
+    recorded = _read(path).get("config") or {}
+    shared = [key for key in settings if key in recorded]
+    changed = differences({k: recorded[k] for k in shared}, {k: settings[k] for k in shared})
+    if changed:
+        lines = ", ".join(f"{name}: {change}" for name, change in changed.items())
+        raise SystemExit(
+            f"error: {path} holds runs made with other settings ({lines}; recorded → now); a sweep file holds "
+            "runs of one setting only, so nothing was added: choose another --out (--quick runs go to a folder "
+            "of their own, e.g. /tmp/check), or move the file away to start a new sweep"
+        )
+
+
 def sweep(out: Path, names: list[str], quick: bool, force: bool, command: str) -> None:
     """Train the named runs one after another, adding each to ``out/sweep.json`` as soon as it ends."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESULT
     runs = plan(quick)
+    settings: dict[str, Any] = {
+        "context_length": CONTEXT, "batch_size": BATCH, "lr": LR, "min_lr": MIN_LR, "schedule": "cosine",
+        "warmup_fraction": WARMUP_FRACTION, "weight_decay": WEIGHT_DECAY, "seed": SEED,
+        "budgets": list(QUICK_BUDGETS if quick else BUDGETS), "quick": quick,
+    }  # fmt: skip
+    _refuse_other_settings(path, settings)
     present = [n for n in names if n in _read(path)["runs"]]
     if present and not force:
         raise SystemExit(f"error: {path} already holds {', '.join(present)}; pass --force to replace them")
     record = provenance(sys.modules[__name__], command)
     tokenizer, train, val = corpus(quick)
-    settings = {
-        "context_length": CONTEXT, "batch_size": BATCH, "lr": LR, "min_lr": MIN_LR, "schedule": "cosine",
-        "warmup_fraction": WARMUP_FRACTION, "weight_decay": WEIGHT_DECAY, "seed": SEED,
-        "vocab_size": tokenizer.vocab_size, "train_tokens": len(train), "val_tokens": len(val),
-        "budgets": list(QUICK_BUDGETS if quick else BUDGETS), "quick": quick,
-    }  # fmt: skip
+    settings.update(vocab_size=tokenizer.vocab_size, train_tokens=len(train), val_tokens=len(val))
+    _refuse_other_settings(path, settings)
     for name in names:
         shape, budget = runs[name]
         run = train_one(shape, budget, tokenizer.vocab_size, train, val)

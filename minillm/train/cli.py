@@ -6,8 +6,9 @@
     torchrun --nproc_per_node=2 -m minillm.train --config configs/course.json   # data parallel
 
 Every :class:`~minillm.train.config.TrainConfig` field is a flag (``--max-steps``, ``--lr`` ...); flags
-override the config file. This module only turns flags into a config; the run itself (what it writes to
-``out_dir`` and ``work_dir``, and how ``--resume`` continues) is :func:`minillm.train.run.run`.
+override the config file, and ``none`` gives a setting that allows it the value None (``--val-file none``: no
+validation; ``--grad-clip none``: no clipping). This module only turns flags into a config; the run itself
+(what it writes to ``out_dir`` and ``work_dir``, and how ``--resume`` continues) is :func:`minillm.train.run.run`.
 
 A run never silently replaces another. An ``--out-dir`` that already holds a run is refused unless you pass
 ``--resume`` (continue it from its checkpoint) or ``--overwrite`` (delete its files and start again). On
@@ -23,21 +24,33 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
+from minillm.checkpoint import CheckpointError
 from minillm.device import DeviceError
-from minillm.run_folder import RunFolderError
+from minillm.run_folder import DiskFullError, RunFolderError
 from minillm.train.config import ConfigError, TrainConfig
+from minillm.train.loop import DataError
 from minillm.train.run import RESUMABLE_FIELDS, run
 
 
 def _parse_value(kind: str) -> Callable[[str], int | float | str | None]:
+    """The parser of a flag for a field annotated ``kind``: ``none``/``null`` is None where the field allows it.
+
+    Why it raises ``ArgumentTypeError``: argparse then names the flag and the value (exit status 2).
+    """
+    optional = "None" in kind
+    words = {"int": "a whole number", "float": "a number"}.get(kind.split("|")[0].strip())
+
     def parse(text: str) -> int | float | str | None:
-        if "None" in kind and text.lower() in ("none", "null"):
+        if optional and text.lower() in ("none", "null"):
             return None
-        if kind.startswith("int"):
-            return int(text)
-        if kind.startswith("float"):
-            return float(text)
-        return text
+        if words is None:
+            return text
+        try:
+            return int(text) if kind.startswith("int") else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {words}{' or none' if optional else ''}, got {text!r}"
+            ) from None
 
     return parse
 
@@ -60,24 +73,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the run already in --out-dir (its model, history, checkpoint and token files are deleted)",
+        help="replace the run already in --out-dir (its model, history, checkpoint and token files are deleted; "
+        "only in a folder whose run.json shows a minillm run, and nothing that run did not write)",
     )
+    # A flag not given leaves no attribute (SUPPRESS), so a flag given as `none` is told apart from one not given.
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         if field.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS)
         else:
-            parser.add_argument(flag, type=_parse_value(str(field.type)), default=None, metavar=field.name.upper())
+            parser.add_argument(
+                flag, type=_parse_value(str(field.type)), default=argparse.SUPPRESS, metavar=field.name.upper()
+            )
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Defaults, overridden by the ``--config`` file, overridden by the flags; checked once, as a whole."""
+    """Defaults, overridden by the ``--config`` file, overridden by the flags given (``none`` too); checked once."""
     values = TrainConfig.json_settings(args.config) if args.config else {}
+    given = vars(args)
     for field in dataclasses.fields(TrainConfig):
-        given = getattr(args, field.name)
-        if given is not None:
-            values[field.name] = given
+        if field.name in given:
+            values[field.name] = given[field.name]
     try:
         return TrainConfig.from_dict(values)
     except ConfigError as err:
@@ -89,5 +106,13 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         run(config_from_args(args), resume=args.resume, overwrite=args.overwrite)
-    except (RunFolderError, ConfigError, DeviceError, FileNotFoundError) as error:
+    except (
+        RunFolderError,
+        ConfigError,
+        DeviceError,
+        FileNotFoundError,
+        DataError,
+        CheckpointError,
+        DiskFullError,
+    ) as error:
         raise SystemExit(f"error: {error}") from error

@@ -52,7 +52,11 @@ from minillm.optim import param_groups, set_lr
 from minillm.train.config import DTYPES, TrainConfig
 from minillm.train.sharded import SHARDS_KEY, read_full_state, read_local_shards, save_sharded
 
-__all__ = ["Trainer", "DistContext", "BatchSource", "LossFn", "lm_loss", "validation_loss"]
+__all__ = ["Trainer", "DistContext", "BatchSource", "DataError", "LossFn", "lm_loss", "validation_loss"]
+
+
+class DataError(ValueError):
+    """Training data the model cannot read (token ids outside its vocabulary); the message names the data."""
 
 
 class BatchSource(Protocol):
@@ -165,9 +169,20 @@ class Trainer:
         dist_ctx: DistContext | None = None,
         batches: BatchSource | None = None,
         loss_fn: LossFn = lm_loss,
+        data_name: str | None = None,
+        run_id: str | None = None,
     ) -> None:
-        """``train_tokens`` feed random windows; or pass ``batches`` (and a ``loss_fn`` that reads them)."""
+        """``train_tokens`` feed random windows; or pass ``batches`` (and a ``loss_fn`` that reads them).
+
+        ``data_name`` (e.g. the token file) is named when the data does not fit the model; ``run_id`` is saved in
+        every checkpoint, and the id of a loaded one is kept in ``loaded_run`` (with its config), so a caller can
+        tell a checkpoint of another run from its own.
+        """
         self.config = c = config
+        self.data_name = data_name or "the training data"
+        self.run_id = run_id
+        self.loaded_run: dict[str, Any] | None = None
+        self._ids_checked = False
         self.ctx = dist_ctx or DistContext()
         self.device = torch.device(device)
         self.raw_model = model.to(self.device)
@@ -246,6 +261,8 @@ class Trainer:
         tokens = 0
         for micro in range(c.grad_accum):
             batch = tuple(t.to(self.device, non_blocking=True) for t in self.batches.next_batch())
+            if not self._ids_checked:
+                self._check_ids(batch[0])
             tokens += batch[0].numel() * self.ctx.world_size
             last = micro == c.grad_accum - 1
             if self.fsdp:  # reduce-scatter the gradients only after the last micro-batch
@@ -294,6 +311,26 @@ class Trainer:
             record["mfu"] = record["tokens_per_s"] * self.flops_per_token / (c.peak_tflops * 1e12 * self.ctx.world_size)
         self.step += 1
         return record
+
+    def _check_ids(self, inputs: torch.Tensor) -> None:
+        """Stop with the data named if the first batch holds ids the model has no embedding for.
+
+        Why only the first batch: the check reads the ids back to the host, which every step would pay for; a
+        token file of another tokenizer, or of random bytes, shows itself in the first batch. Without it the
+        embedding fails with a bare "index out of range" (or a CUDA device assert) naming no file.
+        """
+        self._ids_checked = True
+        vocab_size = getattr(getattr(self.raw_model, "config", None), "vocab_size", None)
+        if vocab_size is None or inputs.is_floating_point() or inputs.numel() == 0:
+            return
+        low, high = torch.stack([inputs.min(), inputs.max()]).tolist()
+        if low < 0 or high >= vocab_size:
+            bad = high if high >= vocab_size else low
+            raise DataError(
+                f"{self.data_name}: the first training batch holds token id {bad}, but the model has "
+                f"vocab_size={vocab_size} (ids 0 to {vocab_size - 1}): the tokens were not encoded with this "
+                "model's tokenizer, or the file is damaged; encode the text again with the run's tokenizer"
+            )
 
     def evaluate(self, max_batches: int | None = None) -> float:
         """Mean loss over the fixed validation windows (the same windows at every evaluation)."""
@@ -355,6 +392,8 @@ class Trainer:
             "history": self.history,
             "config": self.config.to_dict(),
         }
+        if self.run_id is not None:
+            state["run_id"] = self.run_id
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         if self.scaler is not None:
@@ -379,6 +418,7 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.history = list(state["history"])
         self.step = int(state["step"])
+        self.loaded_run = {"run_id": state.get("run_id"), "config": state.get("config")}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write a resumable checkpoint: rank 0 writes it, or under FSDP every rank writes its own shards

@@ -42,9 +42,14 @@ def shard_file(path: Path, step: int, rank: int, world_size: int) -> Path:
     return path.with_name(f"{path.stem}.step{step:08d}.rank{rank}-of-{world_size}{path.suffix}")
 
 
+def shard_name_pattern(path: Path) -> str:
+    """The file names :func:`shard_file` gives the shards of ``path``, as a regular expression."""
+    return rf"{re.escape(path.stem)}\.step\d+\.rank\d+-of-\d+{re.escape(path.suffix)}"
+
+
 def shard_files_of(path: Path) -> list[Path]:
     """Every shard file written beside ``path`` by any save (to clean up, or to list a run's outputs)."""
-    pattern = re.compile(rf"{re.escape(path.stem)}\.step\d+\.rank\d+-of-\d+{re.escape(path.suffix)}")
+    pattern = re.compile(shard_name_pattern(path))
     return sorted(p for p in path.parent.glob(f"{path.stem}.step*") if pattern.fullmatch(p.name))
 
 
