@@ -162,3 +162,20 @@ def full_disk(monkeypatch: pytest.MonkeyPatch, module: Any, room: int = 0, after
         return _FullDiskFile(handle, space)
 
     monkeypatch.setattr(module, "open", open_on_full_disk, raising=False)
+
+
+def interrupt_training(monkeypatch: pytest.MonkeyPatch, train: Callable[[], Any], at_step: int) -> None:
+    """Run ``train()`` with a Ctrl-C raised as step ``at_step`` begins (a killed run), then restore the trainer."""
+    from minillm.train.loop import Trainer
+
+    real_step = Trainer.train_step
+
+    def interrupted(self):
+        if self.step == at_step:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "train_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train()
+    monkeypatch.undo()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from run_helpers import (
     install_fake_phases,
+    interrupt_training,
     lock_held_by_another_process,
     run_pipeline_cli,
     snapshot,
@@ -28,7 +29,6 @@ from run_helpers import (
 from minillm.checkpoint import remove_stale_temp_files
 from minillm.end_to_end.runner import run_files
 from minillm.run_folder import refuse_foreign_files
-from minillm.train import Trainer
 from minillm.train.cli import build_parser, config_from_args
 from minillm.train.cli import main as train_main
 from minillm.train.run import run_files as train_run_files
@@ -203,17 +203,7 @@ def test_the_train_layout_covers_every_file_a_run_writes(tmp_path, monkeypatch) 
     """An interrupted run (checkpoint, token files), then a finished one: --overwrite must know all their files."""
     write_corpus(tmp_path)
     args = [*train_args(tmp_path, 4), "--checkpoint-interval", "1"]
-    real_step = Trainer.train_step
-
-    def interrupted(self):
-        if self.step == 2:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Trainer, "train_step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train_main(args)
-    monkeypatch.undo()
+    interrupt_training(monkeypatch, lambda: train_main(args), at_step=2)
     train_main([*args, "--resume"])
     config = config_from_args(build_parser().parse_args(args))
     everything = {p for p in (tmp_path / "out").rglob("*") if p.is_file()}

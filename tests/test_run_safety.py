@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from run_helpers import (
     install_fake_phases,
+    interrupt_training,
     lock_held_by_another_process,
     run_pipeline_cli,
     steps_of,
@@ -93,17 +94,9 @@ def test_overwrite_replaces_the_run(trained, capsys) -> None:
 def test_train_refuses_an_unfinished_run_without_resume(tmp_path, monkeypatch) -> None:
     """A checkpoint of an interrupted run is work too: starting over needs --overwrite."""
     write_corpus(tmp_path)
-    real_step = Trainer.train_step
-
-    def interrupted(self):
-        if self.step == 2:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Trainer, "train_step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train_main([*train_args(tmp_path, 4), "--checkpoint-interval", "1"])
-    monkeypatch.undo()
+    interrupt_training(
+        monkeypatch, lambda: train_main([*train_args(tmp_path, 4), "--checkpoint-interval", "1"]), at_step=2
+    )
     with pytest.raises(SystemExit, match=r"already holds an unfinished run \(.*checkpoint\.pt"):
         train_main(train_args(tmp_path, 4))
     train_main([*train_args(tmp_path, 4), "--resume"])

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from run_helpers import interrupt_training
 from torch import nn
 
 from minillm.batches import RandomWindows
@@ -401,17 +402,8 @@ def test_cli_resume_after_an_interrupt_finishes_the_same_run(tmp_path, monkeypat
     train, val = _write_corpus(tmp_path)
     main(_cli_args(tmp_path, "full", train, val, steps=6))
     args = [*_cli_args(tmp_path, "part", train, val, steps=6), "--checkpoint-interval", "3"]
-    real_step = Trainer.train_step
-
-    def interrupted_step(self):  # Ctrl-C during step 4, after the step-3 checkpoint was written
-        if self.step == 4:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(Trainer, "train_step", interrupted_step)
-    with pytest.raises(KeyboardInterrupt):
-        main(args)
-    monkeypatch.undo()
+    # Ctrl-C during step 4, after the step-3 checkpoint was written
+    interrupt_training(monkeypatch, lambda: main(args), at_step=4)
     assert not (tmp_path / "part" / "model.safetensors").exists()
     main([*args, "--resume"])
     full = json.loads((tmp_path / "full" / "history.json").read_text())
