@@ -412,7 +412,7 @@ class GPT(nn.Module):
             logits = self(idx[:, -limit:], kv_cache=cache)[:, -1]
             finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
             for step in range(max_new_tokens):
-                next_id = sample_next_token(logits, temperature, top_k, top_p, generator)
+                next_id = _sample_checked(logits, temperature, top_k, top_p, generator)
                 if eos_id is not None:
                     next_id = torch.where(finished, torch.full_like(next_id, eos_id), next_id)
                     finished |= next_id == eos_id
@@ -457,6 +457,14 @@ def sample_next_token(
 ) -> torch.Tensor:
     """One token id per row of ``logits`` [B, V]: greedy at temperature 0, else a filtered sample."""
     _check_sampling(temperature, top_k, top_p)
+    return _sample_checked(logits, temperature, top_k, top_p, generator)
+
+
+def _sample_checked(
+    logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None, generator: torch.Generator | None
+) -> torch.Tensor:
+    """:func:`sample_next_token` for settings already checked: ``GPT.generate`` checks them once per call, not
+    once per token."""
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature

@@ -419,3 +419,17 @@ def test_grouped_query_attention_is_multi_head_attention_with_shared_key_value_h
     assert held == config.kv_cache_bytes(3, 24, bytes_per_value=4) == 2 * 2 * 3 * 24 * n_kv_head * 8 * 4
     with pytest.raises(ValueError, match="n_kv_head=3 must divide n_head=4"):
         dataclasses.replace(config, n_kv_head=3)
+
+
+def test_generate_checks_its_sampling_settings_once_per_call(monkeypatch):
+    import minillm.model as model_module
+
+    calls = []
+    real = model_module._check_sampling
+    monkeypatch.setattr(model_module, "_check_sampling", lambda *a: calls.append(a) or real(*a))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=16, context_length=32, n_layer=1, n_head=2, d_model=16))
+    out = model.generate(torch.zeros(1, 1, dtype=torch.long), 12, temperature=0.8, top_k=5, top_p=0.9)
+    assert out.shape == (1, 13) and calls == [(0.8, 5, 0.9)]
+    with pytest.raises(ValueError, match="top_p"):
+        model.generate(torch.zeros(1, 1, dtype=torch.long), 3, top_p=1.5)
