@@ -74,6 +74,7 @@ TRAJECTORY_CELLS: list[TrajectoryCell] = [
     TrajectoryCell(
         "06_pretraining", "# our own measurement of the base model", "the shipped base model vs the live run"
     ),
+    TrajectoryCell("06_pretraining", "verbatim = sum(story in set(stories)", "memorisation: seen vs unseen, copies"),
     TrajectoryCell("08_mixed_precision", "positions = y.numel()", "fp16 logit gradients of a model at init"),
     TrajectoryCell("08_mixed_precision", "scales = [2.0**k for k in range(0, 33, 2)]", "underflow vs loss scale"),
     TrajectoryCell("08_mixed_precision", "runs = {mode: precision.train_regression", "pure fp16 vs fp32 masters, SGD"),
