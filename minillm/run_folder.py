@@ -407,6 +407,10 @@ def refuse_foreign_files(files: RunFiles, fix: str) -> list[Path]:
     Why before every run, not only ``--overwrite``: a run would mix its files with someone else's (and a
     user's ``eval/done.json`` would pass for a finished phase).
     """
+    return _survey_without_foreign_files(files, fix).written
+
+
+def _survey_without_foreign_files(files: RunFiles, fix: str) -> _Survey:
     survey = _survey(files)
     if survey.foreign:
         root = files.record.parent
@@ -414,7 +418,7 @@ def refuse_foreign_files(files: RunFiles, fix: str) -> list[Path]:
             f"{root} holds files that {files.what} does not write, in the folders a run writes to: "
             f"{_shown(survey.foreign, root)}; nothing was removed or written. Move them out, or {fix}"
         )
-    return survey.written
+    return survey
 
 
 def remove_run_files(files: RunFiles, fix: str) -> list[Path]:
@@ -425,7 +429,8 @@ def remove_run_files(files: RunFiles, fix: str) -> list[Path]:
     root, a model exported for another library). ``fix`` ends the messages: what to do instead. Returns the
     files removed; the record is among them.
     """
-    written = refuse_foreign_files(files, fix)
+    survey = _survey_without_foreign_files(files, fix)
+    written = survey.written
     existing = [folder for folder in files.owned if folder.is_dir()]
     problem = record_problem(files) if written or existing else None
     if problem is not None:
@@ -438,7 +443,7 @@ def remove_run_files(files: RunFiles, fix: str) -> list[Path]:
         )
     for path in written:
         path.unlink()
-    for folder in _survey(files).folders:
+    for folder in survey.folders:  # deepest first, so a folder emptied by its children goes too
         with contextlib.suppress(OSError):  # not empty: it still holds the lock of a separate work folder
             folder.rmdir()
     return written

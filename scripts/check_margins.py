@@ -32,6 +32,7 @@ import argparse
 import ast
 import configparser
 import contextlib
+import functools
 import io
 import json
 import math
@@ -336,12 +337,18 @@ def run_notebook(notebook: str, perturbation: str) -> dict:
 # The check: every notebook under every perturbation, each run in its own process.
 
 
-def sanitize(text: str) -> str:
-    """Apply the test suite's nbval sanitizers (tests/nbval_sanitize.cfg), as nbval does before comparing."""
+@functools.cache
+def _sanitizers() -> list[tuple[re.Pattern[str], str]]:
+    """The test suite's nbval sanitizers (tests/nbval_sanitize.cfg), read once."""
     config = configparser.ConfigParser(interpolation=None)
     config.read(ROOT / "tests" / "nbval_sanitize.cfg", encoding="utf-8")
-    for section in config.sections():
-        text = re.sub(config[section]["regex"], config[section]["replace"], text)
+    return [(re.compile(config[s]["regex"]), config[s]["replace"]) for s in config.sections()]
+
+
+def sanitize(text: str) -> str:
+    """Apply the nbval sanitizers to ``text``, as nbval does before comparing."""
+    for pattern, replace in _sanitizers():
+        text = pattern.sub(replace, text)
     return text
 
 

@@ -15,34 +15,33 @@ from minillm.textdata.pipeline import Pipeline, clean_file
 from minillm.textdata.quality import QualityConfig
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number ≥ ``minimum``, refused while parsing (argparse names the flag)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _fraction(low_open: bool) -> Callable[[str], float]:
-    """An argparse type: a number in [0, 1], or (0, 1] with ``low_open``."""
+def _checked(
+    convert: Callable[[str], float], what: str, ok: Callable[[float], bool], rule: str
+) -> Callable[[str], float]:
+    """An argparse type: ``convert(text)``, refused while parsing unless ``ok`` (argparse then names the flag)."""
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
-            raise argparse.ArgumentTypeError(f"must be in {'(0, 1]' if low_open else '[0, 1]'}, got {text}")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
         return value
 
     return parse
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """A whole number ≥ ``minimum``."""
+    return _checked(int, "a whole number", lambda v: v >= minimum, f"at least {minimum}")
+
+
+def _fraction(low_open: bool) -> Callable[[str], float]:
+    """A number in [0, 1], or (0, 1] with ``low_open``."""
+    if low_open:
+        return _checked(float, "a number", lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    return _checked(float, "a number", lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 
 
 def main(argv: list[str] | None = None) -> None:
