@@ -66,7 +66,18 @@ def run_setting(name: str, workers: int, extra: list[str]) -> tuple[int, dict[st
     env = {**os.environ, **overrides}
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        command = [sys.executable, "-m", "pytest", "notebooks", "-n", str(workers), "--dist", "loadfile", "-q"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "notebooks",
+            "--ignore=notebooks/workbook",
+            "-n",
+            str(workers),
+            "--dist",
+            "loadfile",
+            "-q",
+        ]
         command += [f"--junitxml={report}", *extra]
         start = time.perf_counter()
         status = subprocess.run(command, cwd=ROOT, env=env).returncode
