@@ -25,7 +25,7 @@ def main(new_url: str) -> None:
         raise SystemExit(f"expected https://github.com/<owner>/<name>, got {new_url!r}")
     old_url = current_url()
     old_slug, new_slug = old_url.split("github.com/")[1], new_url.split("github.com/")[1]
-    files = [SOURCE, ROOT / "README.md", *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    files = [SOURCE, ROOT / "README.md", *sorted((ROOT / "notebooks").rglob("*.ipynb"))]
     for path in files:
         text = path.read_text(encoding="utf-8")
         updated = text.replace(old_url, new_url).replace(f"github/{old_slug}/", f"github/{new_slug}/")

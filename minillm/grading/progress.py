@@ -3,7 +3,8 @@
 It lives outside the repository (a learner's ✓ marks are not course content) at
 ``$MINILLM_CACHE_DIR/progress.json``, by default ``$XDG_CACHE_HOME/minillm`` or ``~/.cache/minillm``. Writes go
 through a temporary file and a rename, so an interrupted kernel never leaves half a file; a file that cannot be
-read (edited by hand, from another version) is treated as empty and replaced on the next write, never fatal.
+read (edited by hand, from another version) is treated as empty, never fatal, and set aside as
+``progress.json.unreadable`` on the next write rather than overwritten.
 """
 
 from __future__ import annotations
@@ -39,11 +40,21 @@ def _write(builds: dict[str, dict[str, dict]]) -> None:
     path = progress_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not _readable(path):
+            os.replace(path, path.with_name(path.name + ".unreadable"))
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".progress.", suffix=".tmp", delete=False) as f:
             json.dump({"format": FORMAT, "builds": builds}, f, indent=1, sort_keys=True)
         os.replace(f.name, path)
     except OSError as error:  # a read-only home must not stop a notebook
         print(f"(progress not saved: {error})", file=sys.stderr)
+
+
+def _readable(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("builds"), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def _raw() -> dict[str, dict[str, dict]]:
