@@ -7,6 +7,10 @@ A batch is ``B`` windows of ``T + 1`` consecutive tokens starting at random offs
 first ``T`` tokens and the target the same window shifted by one. Token arrays are stored as raw
 ``uint16``/``uint32`` files and opened with ``numpy.memmap``, so a corpus larger than memory costs only
 the pages a batch touches.
+
+Chat sequences (prompt + response, :class:`minillm.chat.ChatTokens`) of different lengths are padded on the
+right by :func:`pad_chat`: a causal model never looks ahead, so pad tokens after the real ones change nothing
+before them, and their mask is 0.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import torch
 
+from minillm.chat import ChatTokens
 from minillm.data import iter_documents, split_documents
 from minillm.tokenizer import ENDOFTEXT
 
@@ -327,3 +332,33 @@ def sequential_windows(
     for first in range(0, n_windows, batch_size):
         starts = np.arange(first, min(first + batch_size, n_windows)) * context_length
         yield _windows(array, starts, context_length)
+
+
+# --------------------------------------------------------------------------- padding chat sequences
+def right_pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
+    """``[len(rows), width]`` long tensor: each row followed by ``value`` (width: the longest row)."""
+    if not rows:
+        raise ValueError("right_pad needs at least one row")
+    width = max(len(r) for r in rows) if width is None else width
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for b, row in enumerate(rows):
+        if len(row) > width:
+            raise ValueError(f"row {b} has {len(row)} tokens, more than the width {width}")
+        out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def pad_chat(
+    sequences: Sequence[ChatTokens], pad_id: int, max_len: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad conversations to ``[B, T]`` ids and response mask (0 on padding); ``max_len`` truncates.
+
+    Reward models, DPO and RLHF score whole ``prompt + response`` sequences this way.
+    """
+    if not sequences:
+        raise ValueError("pad_chat needs at least one sequence")
+    ids = right_pad([s.ids[:max_len] for s in sequences], pad_id)
+    mask = right_pad([s.loss_mask[:max_len] for s in sequences], 0)
+    if torch.any(mask.sum(1) == 0):
+        raise ValueError("a sequence has no response token left (empty response, or truncated away)")
+    return ids, mask

@@ -13,18 +13,16 @@ replies with it and the Hugging Face export declares its markers. Two rules keep
 * **Each piece is encoded on its own** (marker, content, marker), so a BPE merge never straddles the border
   between prompt and response, and a prompt encodes exactly as it will at generation time.
 
-Padding is on the right: a causal model never looks ahead, so pad tokens after the real ones change nothing
-before them, and their mask is 0.
+This module is plain Python (no torch), so the tokenizer that declares these markers imports without torch.
+Padding conversations into tensors is :func:`minillm.batches.pad_chat`; generating replies is
+:func:`minillm.generation.generate_responses`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import torch
-from torch import nn
+from typing import Any
 
 __all__ = [
     "ENDOFTEXT",
@@ -39,11 +37,21 @@ __all__ = [
     "encode_chat",
     "encode_prompt",
     "encode_response",
-    "right_pad",
-    "pad_chat",
     "strip_markers",
-    "generate_responses",
 ]
+
+_MOVED = {"right_pad": "minillm.batches", "pad_chat": "minillm.batches", "generate_responses": "minillm.generation"}
+
+
+def __getattr__(name: str) -> Any:
+    """``chat.pad_chat`` and ``chat.generate_responses`` still resolve, from their torch-side homes, for the
+    experiment modules whose recorded results hash their source (importing them here would need torch)."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Starts every document in pretraining and every conversation here.
 ENDOFTEXT = "<|endoftext|>"
@@ -140,72 +148,8 @@ def encode_preference_pairs(
     return pairs, kept
 
 
-def right_pad(rows: Sequence[Sequence[int]], value: int, width: int | None = None) -> torch.Tensor:
-    """``[len(rows), width]`` long tensor: each row followed by ``value`` (width: the longest row)."""
-    if not rows:
-        raise ValueError("right_pad needs at least one row")
-    width = max(len(r) for r in rows) if width is None else width
-    out = torch.full((len(rows), width), value, dtype=torch.long)
-    for b, row in enumerate(rows):
-        if len(row) > width:
-            raise ValueError(f"row {b} has {len(row)} tokens, more than the width {width}")
-        out[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
-
-
-def pad_chat(
-    sequences: Sequence[ChatTokens], pad_id: int, max_len: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad conversations to ``[B, T]`` ids and response mask (0 on padding); ``max_len`` truncates.
-
-    Reward models, DPO and RLHF score whole ``prompt + response`` sequences this way.
-    """
-    if not sequences:
-        raise ValueError("pad_chat needs at least one sequence")
-    ids = right_pad([s.ids[:max_len] for s in sequences], pad_id)
-    mask = right_pad([s.loss_mask[:max_len] for s in sequences], 0)
-    if torch.any(mask.sum(1) == 0):
-        raise ValueError("a sequence has no response token left (empty response, or truncated away)")
-    return ids, mask
-
-
 def strip_markers(text: str) -> str:
     """``text`` without the chat markers (a prompt or reply may arrive chat-formatted; scorers read this)."""
     for marker in CHAT_SPECIAL_TOKENS:
         text = text.replace(marker, " ")
     return text.strip()
-
-
-@torch.no_grad()
-def generate_responses(
-    model: nn.Module,
-    tokenizer,
-    prompts: Sequence[str | Sequence[dict]],
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-) -> list[str]:
-    """The model's assistant reply to each prompt, decoded up to (not including) ``<|end|>``.
-
-    Prompts of equal token length are generated as one batch (right after the prompt, so no padding
-    is needed); ``temperature`` 0 is greedy.
-    """
-    end_id = special_token_id(tokenizer, END)
-    device = next(model.parameters()).device
-    encoded = [encode_prompt(p, tokenizer) for p in prompts]
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, ids in enumerate(encoded):
-        by_length[len(ids)].append(i)
-    replies: list[str] = [""] * len(prompts)
-    for length, members in sorted(by_length.items()):
-        idx = torch.tensor([encoded[i] for i in members], device=device)
-        budget = min(max_new_tokens, model.config.context_length - length)
-        if budget < 1:
-            raise ValueError(f"a prompt of {length} tokens leaves no room in the context")
-        out = model.generate(idx, budget, temperature=temperature, generator=generator, eos_id=end_id)
-        for row, i in enumerate(members):
-            new = out[row, length:].tolist()
-            if end_id in new:
-                new = new[: new.index(end_id)]
-            replies[i] = tokenizer.decode(new)
-    return replies

@@ -24,7 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.chat import ChatTokens, generate_responses, right_pad
+from minillm.batches import right_pad
+from minillm.chat import ChatTokens
+from minillm.generation import generate_responses
 from minillm.train.config import TrainConfig
 from minillm.train.loop import Trainer, lm_loss, validation_loss
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from chat_helpers import TOK
 
-from minillm import chat
+from minillm import batches, chat
 from minillm.alignment import reward_model, rlhf, training
 from minillm.model import GPT, GPTConfig
 
@@ -58,7 +58,7 @@ def test_saved_reward_model_loads_back_with_the_same_scores(tmp_path):
     with torch.no_grad():
         rm.head.weight.normal_(generator=torch.Generator().manual_seed(1))
         rm.head.bias.fill_(0.3)
-    ids, mask = chat.pad_chat([c for c, _ in toy_pairs(4, seed=2)], PAD)
+    ids, mask = batches.pad_chat([c for c, _ in toy_pairs(4, seed=2)], PAD)
     folder = reward_model.save_reward_model(tmp_path / "rm", rm.eval(), metadata={"made_by": "test"})
     loaded, tokenizer = reward_model.load_reward_model(folder)
     assert tokenizer is None and not loaded.training

@@ -4,7 +4,7 @@ import pytest
 import torch
 from chat_helpers import TOK, CharTokenizer
 
-from minillm import chat, sft
+from minillm import batches, chat, generation, sft
 from minillm.alignment import reward_model, rlhf, training
 from minillm.model import GPT, GPTConfig
 from minillm.paths import data_path
@@ -59,22 +59,22 @@ def test_encode_chat_rejects_bad_messages_and_tokenizers():
 def test_pad_chat_right_pads_and_rejects_empty_responses():
     a = chat.encode_response("ab?", "c.", TOK)
     b = chat.encode_response("a?", "yes sir.", TOK)
-    ids, mask = chat.pad_chat([a, b], pad_id=PAD)
+    ids, mask = batches.pad_chat([a, b], pad_id=PAD)
     assert ids.shape == mask.shape == (2, len(b.ids))
     assert ids[0, : len(a.ids)].tolist() == a.ids and torch.all(ids[0, len(a.ids) :] == PAD)
     assert mask[0].tolist() == a.loss_mask + [0] * (len(b.ids) - len(a.ids))
     with pytest.raises(ValueError, match="no response token"):
-        chat.pad_chat([a], pad_id=PAD, max_len=3)
+        batches.pad_chat([a], pad_id=PAD, max_len=3)
 
 
 def test_right_pad_fills_on_the_right_and_refuses_overlong_rows():
-    out = chat.right_pad([[1, 2, 3], [4]], value=0)
+    out = batches.right_pad([[1, 2, 3], [4]], value=0)
     assert out.tolist() == [[1, 2, 3], [4, 0, 0]] and out.dtype == torch.long
-    assert chat.right_pad([[1]], value=9, width=3).tolist() == [[1, 9, 9]]
+    assert batches.right_pad([[1]], value=9, width=3).tolist() == [[1, 9, 9]]
     with pytest.raises(ValueError, match="more than the width"):
-        chat.right_pad([[1, 2]], value=0, width=1)
+        batches.right_pad([[1, 2]], value=0, width=1)
     with pytest.raises(ValueError, match="at least one"):
-        chat.right_pad([], value=0)
+        batches.right_pad([], value=0)
 
 
 def test_strip_markers_removes_every_special_token():
@@ -127,7 +127,7 @@ def test_chat_content_never_becomes_a_control_token(bpe):
     response = [i for i, m in zip(pair.ids, pair.loss_mask, strict=True) if m]
     assert bpe.decode(response) == INJECTION + END
 
-    ids, mask = chat.pad_chat([pair], pad_id=chat.special_token_id(bpe, END))
+    ids, mask = batches.pad_chat([pair], pad_id=chat.special_token_id(bpe, END))
     assert _specials(ids[0].tolist(), bpe) == _template_ids(bpe, E, U, END, A, END)
     batch = sft.collate([encoded, pair], pad_id=0)
     assert _specials(batch.inputs[1].tolist(), bpe) == _template_ids(bpe, E, U, END, A)  # last <|end|> is a target
@@ -145,7 +145,7 @@ def test_generation_and_rollouts_feed_the_model_only_template_markers(bpe):
         return original(idx, *args, **kwargs)
 
     model.generate = spy
-    chat.generate_responses(model, bpe, [INJECTION], max_new_tokens=2)
+    generation.generate_responses(model, bpe, [INJECTION], max_new_tokens=2)
     rollout = rlhf.sample_rollouts(model, bpe, [INJECTION], group_size=2, max_new_tokens=2)
     expected = _template_ids(bpe, chat.ENDOFTEXT, chat.USER, chat.END, chat.ASSISTANT)
     assert [_specials(ids, bpe) for ids in seen] == [expected, expected]

@@ -115,3 +115,13 @@ def test_minillm_has_no_import_cycle():
     graph = {name: imported_modules(name, path, known) for name, path in known.items()}
     assert sum(len(v) for v in graph.values()) > 100  # the graph was really read
     assert cycles(graph) == []
+
+
+def test_the_tokenizer_and_the_chat_format_import_without_torch() -> None:
+    """A tokenizer is text in, ids out: a user who only tokenizes need not install torch."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['torch'] = None; import minillm.tokenizer, minillm.chat; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

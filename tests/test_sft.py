@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from chat_helpers import TOK
 
-from minillm import chat, sft
+from minillm import chat, generation, sft
 from minillm.model import GPT, GPTConfig
 
 CHAT = [{"role": "user", "content": "hi?"}, {"role": "assistant", "content": "yes."}]
@@ -115,7 +115,7 @@ def test_train_sft_learns_a_reply_that_greedy_generation_reproduces():
     history = sft.train_sft(model, examples, pad_id=0, steps=80, lr=1e-2, batch_size=4)
     assert history.loss[-1] < 0.05 < history.loss[0]
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    replies = chat.generate_responses(model, TOK, ["hi?", "no?", "hi?"], max_new_tokens=10)
+    replies = generation.generate_responses(model, TOK, ["hi?", "no?", "hi?"], max_new_tokens=10)
     assert replies == ["yes.", "no.", "yes."]
     score, _ = sft.task_success(model, TOK, ["hi?", "no?"], lambda p, r: float(r == ("yes." if p == "hi?" else "no.")))
     assert score == 1.0

@@ -35,7 +35,8 @@ from minillm.alignment.kl import kl_k1, kl_k3
 from minillm.alignment.logprobs import masked_mean, masked_sum, token_entropy, token_logprobs
 from minillm.alignment.ppo import clipped_policy_loss, clipped_value_loss, kl_penalised_rewards
 from minillm.alignment.reward_model import ScalarHeadModel
-from minillm.chat import END, encode_prompt, right_pad, special_token_id
+from minillm.batches import right_pad
+from minillm.chat import END, encode_prompt, special_token_id
 
 __all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "grpo_loss", "sample_rollouts", "train_rlhf"]
 

@@ -16,7 +16,8 @@ from tqdm.auto import tqdm
 from minillm.alignment.dpo import dpo_loss
 from minillm.alignment.logprobs import sequence_logprobs
 from minillm.alignment.reward_model import ScalarHeadModel, bradley_terry_loss, pairwise_accuracy
-from minillm.chat import ChatTokens, pad_chat
+from minillm.batches import pad_chat
+from minillm.chat import ChatTokens
 
 __all__ = ["PreferenceHistory", "train_reward_model", "reward_accuracy", "train_dpo", "dpo_metrics"]
 

@@ -16,11 +16,12 @@ import importlib
 import pkgutil
 
 from minillm.grading import progress
-from minillm.grading.core import NotWrittenYet, current_notebook, start_notebook, summary
+from minillm.grading.core import Build, NotWrittenYet, current_notebook, start_notebook, summary
 
 __all__ = [
     "NotWrittenYet",
     "course_builds",
+    "course_catalogue",
     "reset_progress",
     "show_course_progress",
     "show_progress",
@@ -42,6 +43,16 @@ def course_builds() -> dict[str, tuple[str, ...]]:
             module = importlib.import_module(f"{__name__}.{info.name}")
             found[info.name[2:]] = tuple(module.BUILDS)
     return found
+
+
+def course_catalogue() -> dict[str, list[Build]]:
+    """{notebook: its graded builds as :class:`Build` objects, in notebook order} — for the README's table."""
+    catalogue: dict[str, list[Build]] = {}
+    for notebook in course_builds():
+        module = importlib.import_module(f"{__name__}.nb{notebook}")
+        described = {value.name: value for value in vars(module).values() if isinstance(value, Build)}
+        catalogue[notebook] = [described[name] for name in module.BUILDS]
+    return catalogue
 
 
 def _mark(passed: bool | None) -> str:
