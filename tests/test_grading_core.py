@@ -98,7 +98,7 @@ def test_grade_names_a_known_mistake_and_falls_back(capsys):
     returned, out = run_grader(lambda f: grade(SQUARE, f), doubles, capsys)
     assert returned is _square
     assert out.splitlines() == [
-        "✗ square: on three numbers: the result differs by up to 8 (tolerance 1e-09 + 1e-06·|expected|) (x * x)",
+        "✗ square: on three numbers: the result — differs by up to 8 (tolerance 1e-09 + 1e-06·|expected|) (reference: x * x)",
         "  Looks like doubling instead of squaring: multiply x by itself.",
         "  The rest of this notebook uses the course's square until yours passes.",
     ]

@@ -239,7 +239,10 @@ def _check(build: Build, learner: Any) -> Result:
         if problem is None:
             continue
         result = Result(
-            build.name, False, "wrong", f"on {probe.name}: the {build.what_is_compared} {problem} ({build.truth_name})"
+            build.name,
+            False,
+            "wrong",
+            f"on {probe.name}: the {build.what_is_compared} — {problem} (reference: {build.truth_name})",
         )
         for mistake in build.mistakes:
             wrong, error = _observe(mistake.variant, probe)
