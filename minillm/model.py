@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -404,10 +405,58 @@ class GPT(nn.Module):
                 f"{limit}; shorten it or pass crop=True to keep only the last {limit} tokens as context"
             )
         _check_sampling(temperature, top_k, top_p)
+        out = idx
+        for next_id in self._decode(idx, max_new_tokens, temperature, top_k, top_p, generator, eos_id):
+            out = torch.cat([out, next_id[:, None].to(out.dtype)], dim=1)
+        return out
+
+    @torch.no_grad()
+    def stream(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        eos_id: int | None = None,
+    ) -> Iterator[int]:
+        """The new token ids after one prompt ``idx`` [1, T], yielded as each is sampled (for a chat that prints
+        as it goes); the same tokens :meth:`generate` returns, stopping before ``eos_id``. The prompt plus the
+        new tokens must fit in the context."""
+        if idx.dim() != 2 or idx.shape[0] != 1:
+            raise ValueError(f"stream takes one prompt of shape [1, T], got {tuple(idx.shape)}")
+        limit = self.config.context_length
+        if idx.shape[1] + max_new_tokens > limit:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} tokens + max_new_tokens={max_new_tokens} exceeds the context length {limit}"
+            )
+        self._check_ids(idx, 0, check_length=False)
+        self._check_vocab(idx)
+        _check_sampling(temperature, top_k, top_p)
+        for next_id in self._decode(idx, max_new_tokens, temperature, top_k, top_p, generator, eos_id):
+            token = int(next_id[0])
+            if token == eos_id:
+                return
+            yield token
+
+    def _decode(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        generator: torch.Generator | None,
+        eos_id: int | None,
+    ) -> Iterator[torch.Tensor]:
+        """The decoding loop of :meth:`generate` and :meth:`stream`: one [B] tensor of next ids per step, from a
+        KV cache filled by the prompt (settings already checked). Eval mode while it runs, then restored."""
+        limit = self.config.context_length
         was_training = self.training
         self.eval()
         try:
-            out = idx
+            window = idx
             cache = self.new_kv_cache(idx.shape[0])
             logits = self(idx[:, -limit:], kv_cache=cache)[:, -1]
             finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
@@ -416,14 +465,14 @@ class GPT(nn.Module):
                 if eos_id is not None:
                     next_id = torch.where(finished, torch.full_like(next_id, eos_id), next_id)
                     finished |= next_id == eos_id
-                out = torch.cat([out, next_id[:, None].to(out.dtype)], dim=1)
+                yield next_id
                 if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
                     break
+                window = torch.cat([window[:, -(limit - 1) :], next_id[:, None].to(window.dtype)], dim=1)
                 if cache.length < limit:
-                    logits = self(out[:, -1:], kv_cache=cache)[:, -1]
+                    logits = self(window[:, -1:], kv_cache=cache)[:, -1]
                 else:  # past the context: positions shift, so the cache is useless; recompute the window
-                    logits = self(out[:, -limit:])[:, -1]
-            return out
+                    logits = self(window[:, -limit:])[:, -1]
         finally:
             self.train(was_training)
 

@@ -47,6 +47,12 @@ def test_differences_accepts_equal_values_within_tolerance():
         ([1, 2], [1, 2, 3], "returned 2 items, expected 3"),
         ([1, 5, 3], (1, 2, 3), "item 1: returned 5, expected 2"),
         ("ab", "abc", "returned 'ab', expected 'abc'"),
+        (
+            {1, 2, 5},
+            {1, 2, 3, 4},
+            "returned a set of 3, expected 4: 2 expected items missing (e.g. 3, 4); 1 unexpected",
+        ),
+        ([1, 2], {1, 2}, "returned a list, expected a set of 2"),
         (True, False, "returned True, expected False"),
     ],
 )
@@ -98,7 +104,8 @@ def test_grade_names_a_known_mistake_and_falls_back(capsys):
     returned, out = run_grader(lambda f: grade(SQUARE, f), doubles, capsys)
     assert returned is _square
     assert out.splitlines() == [
-        "✗ square: on three numbers: the result — differs by up to 8 (tolerance 1e-09 + 1e-06·|expected|) (reference: x * x)",
+        "✗ square: on three numbers: the result — differs by up to 8 (tolerance 1e-09 + 1e-06·|expected|)"
+        " (reference: x * x)",
         "  Looks like doubling instead of squaring: multiply x by itself.",
         "  The rest of this notebook uses the course's square until yours passes.",
     ]

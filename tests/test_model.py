@@ -433,3 +433,24 @@ def test_generate_checks_its_sampling_settings_once_per_call(monkeypatch):
     assert out.shape == (1, 13) and calls == [(0.8, 5, 0.9)]
     with pytest.raises(ValueError, match="top_p"):
         model.generate(torch.zeros(1, 1, dtype=torch.long), 3, top_p=1.5)
+
+
+def test_stream_yields_the_tokens_generate_returns_one_at_a_time() -> None:
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=40, context_length=24, n_layer=2, n_head=2, d_model=16))
+    prompt = torch.tensor([[3, 1, 4, 1, 5]])
+    for temperature, eos in [(0.0, None), (1.0, None), (1.0, 9), (0.8, 2)]:
+        full = model.generate(
+            prompt, 19, temperature=temperature, generator=torch.Generator().manual_seed(1), eos_id=eos
+        )
+        new = full[0, 5:].tolist()
+        if eos is not None and eos in new:
+            new = new[: new.index(eos)]  # stream stops before the eos, generate pads with it
+        streamed = list(
+            model.stream(prompt, 19, temperature=temperature, generator=torch.Generator().manual_seed(1), eos_id=eos)
+        )
+        assert streamed == new
+    with pytest.raises(ValueError, match="one prompt of shape"):
+        next(model.stream(torch.zeros(2, 3, dtype=torch.long), 4))
+    with pytest.raises(ValueError, match="exceeds the context length 24"):
+        next(model.stream(prompt, 20))

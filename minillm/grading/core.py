@@ -145,6 +145,15 @@ def differences(got: Any, want: Any, rtol: float, atol: float, *, equal_nan: boo
         if math.isclose(got, want, rel_tol=rtol, abs_tol=atol):
             return None
         return f"returned {got:.6g}, expected {want:.6g}"
+    if isinstance(want, set | frozenset):
+        if not isinstance(got, set | frozenset):
+            return f"returned {_kind(got)}, expected a set of {len(want)}"
+        missing, extra = [x for x in want if x not in got], [x for x in got if x not in want]
+        if not missing and not extra:
+            return None
+        parts = [f"{len(missing)} expected items missing (e.g. {_few(sorted(missing, key=repr))})"] if missing else []
+        parts += [f"{len(extra)} unexpected (e.g. {_few(sorted(extra, key=repr))})"] if extra else []
+        return f"returned a set of {len(got)}, expected {len(want)}: " + "; ".join(parts)
     if isinstance(want, Mapping):
         if not isinstance(got, Mapping):
             return f"returned {_kind(got)}, expected a dict"
