@@ -1,4 +1,5 @@
-"""Build hook: the wheel carries the course's base checkpoint (``data/base_long``) as package data.
+"""Build hook: the wheel carries the course's base checkpoint (``data/base_long``) and its chat models
+(``data/posttrain/sft``, ``data/aligned`` where present) as package data, for ``minillm chat``.
 
 Why: ``python -m minillm --preset demo`` post-trains that checkpoint, and a practitioner who installs the wheel
 has no clone. Outside a clone ``minillm.paths.data_dir`` regenerates the course's text data and copies this
@@ -11,7 +12,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED_CHECKPOINTS = ("base_long",)
+SHIPPED_CHECKPOINTS = ("base_long", "posttrain/sft", "aligned")  # the demo's start; what `minillm chat` talks to
 
 
 class BuildPyWithCheckpoints(build_py):

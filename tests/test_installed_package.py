@@ -55,6 +55,15 @@ def test_the_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path) -> None:
     assert evaluation["sft"]["gold"] > evaluation["pretrain"]["gold"] + 0.2
     assert (empty / "run" / "report.md").is_file()
 
+    def chat(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "minillm", "chat", "--temperature", "0", "--max-new-tokens", "20", *args]
+        story = "Tell me a story about Tom and a ball.\n"
+        return subprocess.run(command, input=story, cwd=empty, env=env, capture_output=True, text=True, timeout=600)
+
+    shipped, own = chat(), chat("--model", "run/sft")  # the wheel's SFT model, and the one the demo just trained
+    assert shipped.returncode == 0 and shipped.stdout.startswith("minillm chat with sft ("), shipped.stderr[-2000:]
+    assert own.returncode == 0 and own.stdout.startswith(f"minillm chat with sft ({empty / 'run' / 'sft' / 'model'}")
+
     course = minillm("-m", "minillm", "--preset", "course", "--run-dir", "run2")
     assert course.returncode != 0 and "Traceback" not in course.stderr
     assert course.stderr.strip().splitlines()[-1].startswith("error: --preset course: could not find the course")

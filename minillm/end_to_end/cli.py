@@ -67,7 +67,13 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def console() -> None:
-    """The ``minillm`` console script (returns nothing, so the exit status is 0 on success)."""
+    """The ``minillm`` console script: ``minillm chat ...`` talks to a model, anything else runs the pipeline."""
+    import sys
+
+    if sys.argv[1:2] == ["chat"]:
+        from minillm.chat_terminal import main as chat
+
+        raise SystemExit(chat(sys.argv[2:]))
     main()
 
 

@@ -136,10 +136,10 @@ def differences(got: Any, want: Any, rtol: float, atol: float, *, equal_nan: boo
             got = got.item()
         if isinstance(got, bool) or not isinstance(got, int | float):
             return f"returned {_kind(got)}, expected a number"
-        if isinstance(want, int) and isinstance(got, float) and not got.is_integer():
-            return f"returned {got!r}, expected the whole number {want}"
         if math.isnan(got) and not (equal_nan and isinstance(want, float) and math.isnan(want)):
             return "returned NaN"
+        if isinstance(want, int) and isinstance(got, float) and not got.is_integer():
+            return f"returned {got!r}, expected the whole number {want}"
         if equal_nan and isinstance(want, float) and math.isnan(want):
             return None if math.isnan(got) else f"returned {got:.6g}, expected NaN"
         if math.isclose(got, want, rel_tol=rtol, abs_tol=atol):
