@@ -170,3 +170,41 @@ def test_the_script_never_replaces_a_workbook_someone_has_worked_in(tmp_path, mo
     assert make_editions.main(["--overwrite"]) == 0
     assert (books / "99_demo.ipynb").read_text(encoding="utf-8") == generated
     assert (books / "my_notes.ipynb").read_text(encoding="utf-8") == "{}", "files it did not write are kept"
+
+
+def test_the_readme_lists_every_workbook_and_every_graded_build_with_its_mistakes() -> None:
+    from minillm.grading import course_catalogue
+    from minillm.notebook import REPO_URL
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    colab = REPO_URL.replace("https://github.com/", "https://colab.research.google.com/github/")
+    for path in sorted(make_editions.WORKBOOK.glob("*.ipynb")):
+        assert f"]({colab}/blob/main/notebooks/workbook/{path.name})" in readme, f"no Colab badge for {path.name}"
+    rows = {
+        line.split(" | ")[1].strip("`"): line
+        for line in readme.splitlines()
+        if line.startswith("| ") and " | `" in line
+    }
+    catalogue = course_catalogue()
+    for notebook, builds in catalogue.items():
+        for build in builds:
+            row = rows.get(build.name)
+            assert row and row.startswith(f"| {notebook[:2]} |"), f"README misses the graded build {build.name}"
+            for mistake in build.mistakes:
+                assert mistake.name.replace("|", "\\|") in row, f"README row of {build.name} misses {mistake.name!r}"
+
+
+def test_every_notebook_after_00_has_at_least_three_graded_builds_and_forty_in_all() -> None:
+    from minillm.grading import course_catalogue
+
+    catalogue = course_catalogue()
+    numbers = sorted(int(p.name[:2]) for p in make_editions.complete_notebooks() if p.name[:2] != "00")
+    assert sorted(int(nb[:2]) for nb in catalogue) == numbers
+    assert all(len(builds) >= 3 for builds in catalogue.values()), {nb: len(b) for nb, b in catalogue.items()}
+    assert sum(len(builds) for builds in catalogue.values()) >= 40
+    assert all(len(build.mistakes) >= 2 for builds in catalogue.values() for build in builds)
+    for notebook, builds in catalogue.items():  # each notebook grades the builds it declares, in order
+        source = (make_editions.NOTEBOOKS / f"{notebook}.ipynb").read_text(encoding="utf-8")
+        assert f'start_notebook(\\"{notebook}\\"' in source
+        for build in builds:
+            assert f"{build.name} = " in source, f"{notebook} never grades {build.name}"
