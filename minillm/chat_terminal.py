@@ -417,8 +417,11 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
         except KeyboardInterrupt:
             session.say("\n(Ctrl-D or /quit leaves)")
             continue
-        if not session.handle(line):
-            return 0
+        try:
+            if not session.handle(line):
+                return 0
+        except KeyboardInterrupt:  # Ctrl-C before the reply began (loading a model, encoding the prompt)
+            session.say(" [stopped]")
 
 
 def _shipped(name: str) -> bool:

@@ -87,7 +87,7 @@ TRAJECTORY_CELLS: list[TrajectoryCell] = [
     TrajectoryCell("09_sft", "print(f\"{'run':14s} {'task loss'", "a live 6-rate SFT sweep: forgetting"),
     TrajectoryCell("09_sft", "full3, mix3, lora3 = results", "mixing and LoRA against forgetting, live"),
     TrajectoryCell("10_alignment", "live_rm_acc, _, _ = training.reward_accuracy", "a reward model, 20 live steps"),
-    TrajectoryCell("10_alignment", 'base_dir = json.loads((posttrain / "sft.json")', "KL estimators on samples"),
+    TrajectoryCell("10_alignment", "samples = torch.multinomial(p_sft, 20000", "KL estimators on samples"),
     TrajectoryCell("10_alignment", "live_reward, live_kl, live_k3 = grpo_log", "the learner's GRPO loop, live"),
     TrajectoryCell("10_alignment", "late_acc, late_loss = sum(dpo_acc", "16 live DPO steps"),
     TrajectoryCell("12_scaling_laws", "for s in mini_shapes:", "a live mini-sweep: twice the compute, lower loss"),

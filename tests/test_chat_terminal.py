@@ -267,6 +267,8 @@ def test_in_a_terminal_replies_stream_ctrl_c_stops_one_and_ctrl_d_leaves():
 
         stopped = False
         for _ in range(5):  # Ctrl-C must land while a reply is being written
+            os.write(fd, b"/reset\r")  # no "forgot the oldest turns" line before the reply
+            _read_until(fd, b"you> ", 30)
             os.write(fd, b"Tell me a long story about a dog named Max.\r")
             _read_until(fd, b"Max.\r\n", 60)
             _read_until(fd, b" ", 60)  # the first words of the reply

@@ -195,13 +195,14 @@ def test_the_default_progress_folder_is_the_users_cache(monkeypatch, tmp_path):
 
 def test_course_progress_lists_every_workbooks_builds(capsys):
     builds = grading.course_builds()
-    assert builds["05_optimization"] == ("AdamWByHand", "clip_grad_norm_by_hand", "warmup_cosine_by_hand")
+    assert builds["05_optimization"][:3] == ("AdamWByHand", "clip_grad_norm_by_hand", "warmup_cosine_by_hand")
+    n05 = len(builds["05_optimization"])
     progress.record("05_optimization", "AdamWByHand", True)
     progress.record("05_optimization", "clip_grad_norm_by_hand", False)
     grading.show_course_progress()
     out = capsys.readouterr().out
     total = sum(len(names) for names in builds.values())
     assert f"the workbooks: 1 of {total} builds pass" in out
-    assert "05_optimization" in out and "1/3  ✓AdamWByHand ✗clip_grad_norm_by_hand ·warmup_cosine_by_hand" in out
+    assert f"1/{n05}  ✓AdamWByHand ✗clip_grad_norm_by_hand ·warmup_cosine_by_hand" in out
     grading.reset_progress()
     assert progress.load() == {}

@@ -220,3 +220,117 @@ def test_rope_fallback_runs_the_notebooks_calls(capsys):
     x = torch.randn(2, 3, 20, 16)
     got = fallback(x, torch.arange(20))
     assert got.dtype == torch.float32 and torch.allclose(got, embeddings.RotaryEmbedding(16, 20)(x), atol=1e-6)
+
+
+# ------------------------------------------------------------------------------ exercise 2: interleaved RoPE
+def interleaved_notebook(x, positions, base=10000.0):
+    """The exercise's solution: float32 angles, neighbours written back into their own coordinates."""
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2).float() / h)
+    angle = positions.float()[:, None] * theta[None, :]
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * angle.cos() - b * angle.sin()
+    out[..., 1::2] = a * angle.sin() + b * angle.cos()
+    return out
+
+
+def interleaved_via_half_split(x, positions, base=10000.0):
+    """A learner's version that reorders the coordinates and reuses the half-split rotation."""
+    h = x.shape[-1]
+    perm = torch.cat([torch.arange(0, h, 2), torch.arange(1, h, 2)])
+    return rope_half(x[..., perm], positions, base)[..., torch.argsort(perm)]
+
+
+def interleaved_complex(x, positions, base=10000.0):
+    h = x.shape[-1]
+    theta = 1.0 / base ** (torch.arange(0, h, 2, dtype=torch.float64) / h)
+    turn = torch.polar(torch.ones(len(positions), h // 2, dtype=torch.float64), positions[:, None] * theta)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous()) * turn
+    return torch.view_as_real(z).reshape(x.shape).to(x.dtype)
+
+
+def interleaved_not_put_back(x, positions, base=10000.0):
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2, dtype=torch.float64) / h)
+    c, s = (positions[:, None] * theta).cos(), (positions[:, None] * theta).sin()
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.cat([a * c - b * s, a * s + b * c], dim=-1)
+
+
+def interleaved_angles_as_blocks(x, positions, base=10000.0):
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2, dtype=torch.float64) / h)
+    angle = (positions[:, None] * theta).repeat(1, 2)  # [θ_0 … θ_{h/2-1}, θ_0 …], not θ_0, θ_0, θ_1, θ_1, …
+    partner = torch.empty_like(x)
+    partner[..., 0::2], partner[..., 1::2] = -x[..., 1::2], x[..., 0::2]
+    return x * angle.cos() + partner * angle.sin()
+
+
+def interleaved_clockwise(x, positions, base=10000.0):
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2, dtype=torch.float64) / h)
+    c, s = (positions[:, None] * theta).cos(), (positions[:, None] * theta).sin()
+    out = x.clone()
+    out[..., 0::2] = x[..., 0::2] * c + x[..., 1::2] * s
+    out[..., 1::2] = x[..., 1::2] * c - x[..., 0::2] * s
+    return out
+
+
+def interleaved_slow_clocks(x, positions, base=10000.0):
+    h = x.shape[-1]
+    out = x.clone()
+    for i in range(h // 2):
+        angle = positions.double() * base ** (-i / h)
+        a, b = x[..., 2 * i], x[..., 2 * i + 1]
+        out[..., 2 * i], out[..., 2 * i + 1] = a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()
+    return out
+
+
+def test_rope_interleaved_reference_and_learners_versions_pass(capsys):
+    assert_passes(nb02.rope_interleaved, nb02.ROPE_INTERLEAVED.fallback, capsys)
+    assert_passes(nb02.rope_interleaved, interleaved_notebook, capsys)
+    assert_passes(nb02.rope_interleaved, interleaved_via_half_split, capsys)
+    assert_passes(nb02.rope_interleaved, interleaved_complex, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (rope_notebook, "RoPE pairs in the half-split layout"),
+        (interleaved_not_put_back, "the rotated pairs left in two halves"),
+        (interleaved_angles_as_blocks, "the angles laid out in halves, not per pair"),
+        (interleaved_clockwise, "rotating by −θ"),
+        (interleaved_slow_clocks, "the frequency exponent i/h, not 2i/h"),
+    ],
+)
+def test_rope_interleaved_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb02.rope_interleaved, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_rope_interleaved_stub_raising_shape_nan(capsys):
+    fallback = nb02.ROPE_INTERLEAVED.fallback
+    grader = nb02.rope_interleaved
+    assert_fails(
+        grader, stub("rope_interleaved"), capsys, says="rope_interleaved is not written yet", fallback=fallback
+    )
+    assert_fails(grader, lambda x, positions, base=1e4: x.view(-1, 2, 2) @ x, capsys, says="raised RuntimeError")
+    assert_fails(
+        grader, lambda x, positions, base=1e4: interleaved_notebook(x, positions)[..., ::2], capsys, says="shape"
+    )
+    assert_fails(
+        grader, lambda x, positions, base=1e4: interleaved_notebook(x, positions).float(), capsys, says="dtype"
+    )
+    assert_fails(
+        grader, lambda x, positions, base=1e4: interleaved_notebook(x, positions) * math.nan, capsys, says="NaN"
+    )
+
+
+def test_rope_interleaved_fallback_runs_the_exercises_check(capsys):
+    fallback, _ = nb02.rope_interleaved(stub("rope_interleaved")), capsys.readouterr()
+    x, positions = torch.randn(2, 3, 20, 16), torch.arange(20)
+    perm = torch.cat([torch.arange(0, 16, 2), torch.arange(1, 16, 2)])  # the solution cell's comparison
+    got = fallback(x, positions)
+    assert got.dtype == torch.float32 and got.shape == x.shape
+    assert (got - rope_notebook(x[..., perm], positions)[..., torch.argsort(perm)]).abs().max() < 1e-5
+    assert torch.allclose(got, embeddings.RotaryEmbedding(16, 20, style="interleaved")(x), atol=1e-6)

@@ -238,3 +238,170 @@ def test_decode_fallback_runs_the_notebooks_calls(capsys):
     assert torch.equal(cached_ids, full_ids) and cached_ids.shape == (1, config.context_length)
     assert torch.allclose(cached_logits, full_logits, atol=1e-4)
     assert len(cached_seconds) == len(full_seconds) == n_new and all(s >= 0 for s in cached_seconds)
+
+
+# ------------------------------------------------------------------ exercise 2: parameters of a Llama-style GPT
+def count_notebook(cfg):
+    """The exercise's solution."""
+    V, dm, L, ff = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return V * dm + L * (2 * dm + 4 * dm * dm + 3 * dm * ff) + dm + V * dm
+
+
+def count_per_piece(cfg):
+    d = cfg.d_model
+    embedding = head = cfg.vocab_size * d
+    block = d + d * 3 * d + d * d + d + 2 * d * cfg.d_ff + cfg.d_ff * d  # norm, qkv, out, norm, gate+up, down
+    return embedding + cfg.n_layer * block + d + head
+
+
+def count_tied(cfg):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return V * d + L * (2 * d + 4 * d * d + 3 * d * f) + d
+
+
+def count_one_norm(cfg):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return 2 * V * d + L * (d + 4 * d * d + 3 * d * f) + d
+
+
+def count_gelu_mlp(cfg):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return 2 * V * d + L * (2 * d + 4 * d * d + 2 * d * f) + d
+
+
+def count_no_final_norm(cfg):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return 2 * V * d + L * (2 * d + 4 * d * d + 3 * d * f)
+
+
+def count_layernorm(cfg):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    return 2 * V * d + L * (2 * (d + d) + 4 * d * d + 3 * d * f) + 2 * d
+
+
+LLAMA_CFG = GPTConfig.preset("llama-style", vocab_size=256, context_length=64, n_layer=4, n_head=4, d_model=128)
+
+
+def test_parameters_by_hand_reference_and_learners_versions_pass(capsys):
+    assert_passes(nb03.parameters_by_hand, nb03.PARAMETERS.fallback, capsys)
+    assert_passes(nb03.parameters_by_hand, count_notebook, capsys)
+    assert_passes(nb03.parameters_by_hand, count_per_piece, capsys)
+    assert_passes(nb03.parameters_by_hand, lambda cfg=LLAMA_CFG: GPT(cfg).num_parameters(), capsys)
+    assert_passes(nb03.parameters_by_hand, lambda cfg: torch.tensor(count_notebook(cfg)), capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (count_tied, "the head tied to the embedding"),
+        (count_one_norm, "one norm per block, not two"),
+        (count_gelu_mlp, "the MLP with two matrices, not SwiGLU's three"),
+        (count_no_final_norm, "the final norm left out"),
+        (count_layernorm, "LayerNorm biases counted"),
+    ],
+)
+def test_parameters_by_hand_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb03.parameters_by_hand, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_parameters_by_hand_stub_raising_wrong_type_nan(capsys):
+    grader = nb03.parameters_by_hand
+    fallback = nb03.PARAMETERS.fallback
+    assert_fails(
+        grader, stub("parameters_by_hand"), capsys, says="parameters_by_hand is not written yet", fallback=fallback
+    )
+    assert_fails(grader, lambda cfg: cfg.d_head * 2, capsys, says="raised AttributeError")
+    assert_fails(grader, lambda cfg: count_notebook(cfg) / 3, capsys, says="expected the whole number")
+    assert_fails(grader, lambda cfg: str(count_notebook(cfg)), capsys, says="expected a number")
+    assert_fails(grader, lambda cfg: math.nan, capsys, says="returned NaN")
+    assert_fails(grader, lambda cfg: count_notebook(LLAMA_CFG), capsys, says="returned 918656, expected 413664")
+
+
+def test_parameters_by_hand_fallback_runs_the_exercises_check(capsys):
+    state = torch.get_rng_state()
+    fallback, _ = nb03.parameters_by_hand(stub("parameters_by_hand")), capsys.readouterr()
+    assert torch.equal(state, torch.get_rng_state())
+    assert fallback(LLAMA_CFG) == count_notebook(LLAMA_CFG) == GPT(LLAMA_CFG).num_parameters() == 918_656
+
+
+# ------------------------------------------------------------------------------------ exercise 3: top-p
+def nucleus_notebook(probs, p):
+    """The exercise's solution."""
+    sorted_p, order = torch.sort(probs, descending=True)
+    keep = (sorted_p.cumsum(0) - sorted_p) < p
+    return set(order[keep].tolist())
+
+
+def nucleus_loop(probs, p):
+    """A learner's loop: add tokens from the most likely on until the total reaches p."""
+    kept, total = set(), 0.0
+    for i in torch.argsort(probs, descending=True).tolist():
+        kept.add(i)
+        total += probs[i].item()
+        if total >= p:
+            break
+    return kept
+
+
+def nucleus_strict_prefix(probs, p):
+    sorted_p, order = torch.sort(probs, descending=True)
+    return set(order[sorted_p.cumsum(0) < p].tolist())
+
+
+def nucleus_ascending(probs, p):
+    order = torch.argsort(probs)
+    before = torch.cumsum(probs[order], 0) - probs[order]
+    return {int(i) for i, b in zip(order, before, strict=True) if b < p}
+
+
+def nucleus_sorted_index(probs, p):
+    sorted_p, _ = torch.sort(probs, descending=True)
+    before = sorted_p.cumsum(0) - sorted_p
+    return set(torch.nonzero(before < p).flatten().tolist())
+
+
+def nucleus_removed(probs, p):
+    sorted_p, order = torch.sort(probs, descending=True)
+    remove = (sorted_p.cumsum(0) - sorted_p) >= p  # what to filter away, returned instead of what is kept
+    return set(order[remove].tolist())
+
+
+def test_nucleus_reference_and_learners_versions_pass(capsys):
+    assert_passes(nb03.nucleus, nb03.NUCLEUS.fallback, capsys)
+    assert_passes(nb03.nucleus, nucleus_notebook, capsys)
+    assert_passes(nb03.nucleus, nucleus_loop, capsys)
+    assert_passes(nb03.nucleus, lambda probs, p: frozenset(nucleus_loop(probs, p)), capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (nucleus_strict_prefix, "the token that reaches p left out"),
+        (nucleus_ascending, "sorted ascending"),
+        (nucleus_sorted_index, "positions in the sorted order, not token ids"),
+        (nucleus_removed, "the kept and the dropped tokens swapped"),
+    ],
+)
+def test_nucleus_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb03.nucleus, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_nucleus_stub_raising_wrong_type(capsys):
+    grader, fallback = nb03.nucleus, nb03.NUCLEUS.fallback
+    assert_fails(grader, stub("nucleus"), capsys, says="nucleus is not written yet", fallback=fallback)
+    assert_fails(grader, lambda probs, p: probs.sort(reverse=True), capsys, says="raised TypeError")
+    assert_fails(
+        grader, lambda probs, p: sorted(nucleus_loop(probs, p)), capsys, says="returned a list, expected a set"
+    )
+    assert_fails(grader, lambda probs, p: probs * (probs > 0.05), capsys, says="returned a Tensor, expected a set")
+    assert_fails(grader, lambda probs, p: nucleus_loop(probs, p) | {math.nan}, capsys, says="1 unexpected (e.g. nan)")
+
+
+def test_nucleus_fallback_runs_the_exercises_check(capsys):
+    from minillm.model import sample_next_token
+
+    fallback, _ = nb03.nucleus(stub("nucleus")), capsys.readouterr()
+    probs = torch.softmax(torch.randn(256, generator=torch.Generator().manual_seed(5)) * 3, -1)
+    kept = fallback(probs, 0.9)
+    draws = sample_next_token(probs.log().expand(2000, -1), top_p=0.9, generator=torch.Generator().manual_seed(0))
+    assert set(draws.tolist()) <= kept and kept == nucleus_loop(probs, 0.9)

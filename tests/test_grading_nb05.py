@@ -193,3 +193,88 @@ def test_schedule_reference_passes_and_mistakes_are_named(capsys):
 def test_schedule_wrong_type_and_raising(capsys):
     assert_fails(nb05.warmup_cosine, lambda step, **kw: "0.1", capsys, says="expected a number")
     assert_fails(nb05.warmup_cosine, lambda step, **kw: 1 / 0, capsys, says="raised ZeroDivisionError")
+
+
+# ----------------------------------------------------------- Exercise 2: Adam's first step without bias correction
+def first_step_by_recurrence(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    """A learner's answer that runs the moment updates from zero, with torch's default eps."""
+    m = v = 0.0
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g**2
+    return abs(lr * m / (v**0.5 + 1e-8))
+
+
+def first_step_corrected(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    m, v = (1 - beta1) * g, (1 - beta2) * g**2
+    return lr * (m / (1 - beta1)) / (v / (1 - beta2)) ** 0.5
+
+
+def first_step_v_not_rooted(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return lr * (1 - beta1) * g / ((1 - beta2) * g**2)
+
+
+def first_step_betas_swapped(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    m, v = beta1 * g, beta2 * g**2
+    return lr * m / math.sqrt(v)
+
+
+def first_step_signed(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    m, v = (1 - beta1) * g, (1 - beta2) * g**2
+    return -lr * m / math.sqrt(v)  # Δw, not its size
+
+
+def first_step_ratio(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return 0.1 / math.sqrt(0.001) if (beta1, beta2) == (0.9, 0.999) else (1 - beta1) / math.sqrt(1 - beta2)
+
+
+def test_first_step_reference_and_a_learners_answer_pass(capsys):
+    assert_passes(nb05.first_adam_step, first_step_by_recurrence, capsys)
+    assert_passes(nb05.first_adam_step, nb05.FIRST_STEP.fallback, capsys)
+    assert_passes(nb05.first_adam_step, nb05.FIRST_STEP.truth, capsys)
+
+
+def test_first_step_truth_agrees_with_torchs_corrected_step():
+    """torch.optim.Adam's own first (corrected) step is η; the uncorrected one is (1 − β1)/√(1 − β2) times that."""
+    w = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    adam = torch.optim.Adam([w], lr=1e-3, betas=(0.9, 0.999), eps=0.0)
+    w.grad = torch.full_like(w, 0.5)
+    adam.step()
+    assert abs(-w.item() * 0.1 / math.sqrt(0.001) - nb05.FIRST_STEP.truth()) < 1e-15
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (first_step_corrected, "the bias-corrected step"),
+        (first_step_v_not_rooted, "v not square-rooted"),
+        (first_step_betas_swapped, "β and 1 − β swapped"),
+        (first_step_signed, "the update's sign kept"),
+        (first_step_ratio, "the ratio to η instead of the step"),
+    ],
+)
+def test_first_step_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb05.first_adam_step, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_first_step_stub_raise_type_and_nan(capsys):
+    assert_fails(
+        nb05.first_adam_step,
+        stub("first_adam_step"),
+        capsys,
+        says="first_adam_step is not written yet",
+        fallback=nb05.FIRST_STEP.fallback,
+    )
+    assert_fails(nb05.first_adam_step, lambda **hyper: math.sqrt(-1.0), capsys, says="raised ValueError")
+    assert_fails(nb05.first_adam_step, lambda **hyper: float("nan"), capsys, says="returned NaN")
+    assert_fails(nb05.first_adam_step, lambda **hyper: "3.16·lr", capsys, says="expected a number")
+    tensor_answer = lambda g, lr, beta1, beta2: lr * torch.tensor([(1 - beta1) / math.sqrt(1 - beta2)])  # noqa: E731
+    assert_passes(nb05.first_adam_step, tensor_answer, capsys)  # a one-element tensor is read as its number
+    huge_eps = lambda g, lr, beta1, beta2: lr * (1 - beta1) * g / (math.sqrt((1 - beta2) * g * g) + 1e-4)  # noqa: E731
+    assert_fails(nb05.first_adam_step, huge_eps, capsys, says="expected 0.00316228")
+
+
+def test_first_step_fallback_answers_the_exercise(capsys):
+    returned, _ = nb05.first_adam_step(stub("first_adam_step")), capsys.readouterr()
+    g, lr, b1, b2 = 0.5, 1e-3, 0.9, 0.999
+    uncorrected = returned(g, lr, b1, b2)
+    assert abs(uncorrected / lr - 0.1 / math.sqrt(0.001)) < 1e-9 and returned() == uncorrected

@@ -3,6 +3,8 @@ implementation) is caught with its name, and a stub, an exception, a wrong shape
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -424,3 +426,134 @@ def test_evaluate_fallback_measures_what_the_notebook_compares(capsys):
     got = nb06.EVALUATE.fallback(model, ids, 8, 5, max_batches=2)  # the notebook's call: positional, max_batches=
     assert abs(got - evaluate_correct(model, ids, 8, 5, 2)) < 1e-12
     assert model.training  # the mode it found
+
+
+# ------------------------------------------------------------------- Exercise 1: compute-optimal tokens, epochs
+def chinchilla_run(n_params, corpus_tokens, tokens_per_param=20):
+    """A learner's answer: the tokens of a compute-optimal run and how many times that reads the corpus."""
+    needed = n_params * tokens_per_param
+    return needed, needed / corpus_tokens
+
+
+def epochs_upside_down(n_params, corpus_tokens, tokens_per_param=20):
+    needed = n_params * tokens_per_param
+    return needed, corpus_tokens / needed
+
+
+def parameters_per_token(n_params, corpus_tokens, tokens_per_param=20):
+    needed = n_params / tokens_per_param
+    return needed, needed / corpus_tokens
+
+
+def whole_passes(n_params, corpus_tokens, tokens_per_param=20):
+    needed = n_params * tokens_per_param
+    return needed, needed // corpus_tokens
+
+
+def twenty_written_in(n_params, corpus_tokens, tokens_per_param=20):
+    return chinchilla_run(n_params, corpus_tokens)
+
+
+def test_compute_optimal_epochs_reference_and_a_learners_version_pass(capsys):
+    assert_passes(nb06.compute_optimal_epochs, nb06.OPTIMAL_EPOCHS.truth, capsys)
+    assert_passes(nb06.compute_optimal_epochs, chinchilla_run, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (epochs_upside_down, "the epochs upside down (corpus ÷ tokens)"),
+        (parameters_per_token, "20 parameters per token, not 20 tokens per parameter"),
+        (whole_passes, "the epochs rounded down to whole passes"),
+        (twenty_written_in, "tokens_per_param ignored (20 written in)"),
+    ],
+)
+def test_compute_optimal_epochs_names_the_mistake(wrong, name, capsys):
+    fallback = nb06.OPTIMAL_EPOCHS.fallback
+    assert_fails(nb06.compute_optimal_epochs, wrong, capsys, says=f"Looks like {name}", fallback=fallback)
+
+
+def test_compute_optimal_epochs_stub_raising_wrong_type_and_nan(capsys):
+    grader = nb06.compute_optimal_epochs
+    assert_fails(grader, stub("compute_optimal_epochs"), capsys, says="compute_optimal_epochs is not written yet")
+    assert_fails(grader, lambda n, corpus, per=20: n / (corpus - corpus), capsys, says="raised ZeroDivisionError")
+    assert_fails(grader, lambda n, corpus, per=20: per * n / corpus, capsys, says="returned a float, expected a tuple")
+    assert_fails(grader, lambda n, corpus, per=20: (per * n, math.nan), capsys, says="returned NaN")
+
+
+def test_compute_optimal_epochs_fallback_answers_the_exercise():
+    tokens, epochs = nb06.OPTIMAL_EPOCHS.fallback(nb06.BASE_PARAMETERS, nb06.CORPUS_TOKENS)
+    assert tokens == 21_765_120 and 16 < epochs < 20  # far past the ~16 epochs where repeats stop paying
+
+
+# ------------------------------------------------------ Exercise 2: greedy decoding that sees only the last tokens
+class SeeingLast:
+    """A learner's decoding loop that feeds the model only its last `window` tokens, with switches for mistakes."""
+
+    view, read_at, divide, with_prompt = "tail", -1, True, True
+
+    def __call__(self, model, ids, window, n, temperature=0.0, generator=None):
+        out = [int(t) for t in ids]
+        device = next(model.parameters()).device
+        for _ in range(n):
+            if self.view == "tail":
+                context = out[len(out) - window :] if len(out) > window else out
+            elif self.view == "head":
+                context = out[:window]
+            else:  # one token too many
+                context = out[max(0, len(out) - window - 1) :]
+            with torch.no_grad():
+                scores = model(torch.tensor(context, device=device).unsqueeze(0))[0, self.read_at]
+            if temperature == 0:
+                out.append(scores.argmax().item())
+            else:
+                scaled = scores / temperature if self.divide else scores * temperature
+                out.append(torch.multinomial(F.softmax(scaled, -1), 1, generator=generator).item())
+        return out if self.with_prompt else out[len(ids) :]
+
+
+def test_decode_seeing_last_reference_and_a_learners_version_pass(capsys):
+    assert_passes(nb06.decode_seeing_last, nb06.SEEING_LAST.truth, capsys)
+    assert_passes(nb06.decode_seeing_last, SeeingLast(), capsys)
+
+
+@pytest.mark.parametrize(
+    ("switches", "name"),
+    [
+        ({"view": "head"}, "the first window tokens, not the last"),
+        ({"view": "one more"}, "window + 1 tokens seen (off by one)"),
+        ({"read_at": 0}, "the next token read from the first position's logits"),
+        ({"divide": False}, "the logits multiplied by the temperature, not divided"),
+        ({"with_prompt": False}, "the prompt left out of the returned ids"),
+    ],
+)
+def test_decode_seeing_last_names_the_mistake(switches, name, capsys):
+    wrong = type("Variant", (SeeingLast,), switches)()
+    fallback = nb06.SEEING_LAST.fallback
+    assert_fails(nb06.decode_seeing_last, wrong, capsys, says=f"Looks like {name}", fallback=fallback)
+
+
+def test_decode_seeing_last_stub_raising_and_wrong_type(capsys):
+    grader = nb06.decode_seeing_last
+    assert_fails(grader, stub("decode_seeing_last"), capsys, says="decode_seeing_last is not written yet")
+
+    def whole_text_at_once(model, ids, window, n, temperature=0.0, generator=None):
+        return model(torch.tensor(ids))  # a 1-D tensor: no batch dimension
+
+    assert_fails(grader, whole_text_at_once, capsys, says="raised")
+
+    def as_a_tensor(model, ids, window, n, temperature=0.0, generator=None):
+        return torch.tensor(SeeingLast()(model, ids, window, n, temperature, generator))
+
+    assert_fails(grader, as_a_tensor, capsys, says="returned a Tensor, expected a list")
+
+
+def test_decode_seeing_last_fallback_decodes_a_model_with_learned_positions():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(vocab_size=30, context_length=16, n_layer=1, n_head=2, d_model=16)).eval()
+    assert model.config.pos == "learned"  # like the base model: its position table is cut to the window
+    prompt = [1, 2, 3, 4, 5, 6]
+    assert nb06.SEEING_LAST.fallback(model, prompt, 4, 20) == SeeingLast()(model, prompt, 4, 20)
+    sampled = nb06.SEEING_LAST.fallback(model, prompt, 4, 20, 1.0, torch.Generator().manual_seed(0))
+    assert sampled == SeeingLast()(model, prompt, 4, 20, 1.0, torch.Generator().manual_seed(0))

@@ -3,6 +3,8 @@ implementation) is caught with its name, and a stub, an exception, a wrong shape
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -347,3 +349,85 @@ def test_bubble_stub_raise_nan_and_type(capsys):
     assert_fails(nb07.pipeline_bubble, lambda p, m: (p - 1) / (m - m), capsys, says="raised ZeroDivisionError")
     assert_fails(nb07.pipeline_bubble, lambda p, m: float("nan"), capsys, says="returned NaN")
     assert_fails(nb07.pipeline_bubble, lambda p, m: f"{(p - 1) / (m + p - 1):.2f}", capsys, says="expected a number")
+
+
+# ------------------------------------------------------------------------ Exercise 1: the fewest micro-batches
+def microbatches_by_loop(p=8, target=0.10):
+    """A learner's answer that counts up until the bubble is small enough."""
+    m = 1
+    while (p - 1) / (m + p - 1) > target:
+        m += 1
+    return m
+
+
+def microbatches_closed_form(p=8, target=0.10):
+    return math.ceil((p - 1) * (1 - target) / target)
+
+
+def microbatches_over_m(p=8, target=0.10):
+    return math.ceil((p - 1) / target)
+
+
+def microbatches_strict(p=8, target=0.10):
+    m = 1
+    while (p - 1) / (m + p - 1) >= target:
+        m += 1
+    return m
+
+
+def microbatches_floor(p=8, target=0.10):
+    return math.floor((p - 1) * (1 / target - 1))
+
+
+def microbatches_p_slots(p=8, target=0.10):
+    return math.ceil(p * (1 / target - 1))
+
+
+def microbatches_ten_percent(p=8, target=0.10):
+    return 9 * (p - 1)
+
+
+def test_microbatches_reference_and_a_learners_answers_pass(capsys):
+    assert_passes(nb07.smallest_microbatches, microbatches_by_loop, capsys)
+    assert_passes(nb07.smallest_microbatches, microbatches_closed_form, capsys)
+    assert_passes(nb07.smallest_microbatches, nb07.MICROBATCHES.fallback, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (microbatches_over_m, "the bubble counted with m instead of m + p − 1"),
+        (microbatches_strict, "< instead of ≤"),
+        (microbatches_floor, "the bound rounded down"),
+        (lambda p=8, target=0.10: int((p - 1) * (1 - target) / target), "the bound rounded down"),
+        (microbatches_p_slots, "p slots of fill instead of p − 1"),
+        (microbatches_ten_percent, "the target fixed at 10 %"),
+    ],
+)
+def test_microbatches_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb07.smallest_microbatches, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_microbatches_stub_raise_nan_and_type(capsys):
+    assert_fails(
+        nb07.smallest_microbatches,
+        stub("smallest_microbatches"),
+        capsys,
+        says="smallest_microbatches is not written yet",
+        fallback=nb07.MICROBATCHES.fallback,
+    )
+    assert_fails(nb07.smallest_microbatches, lambda p=8, target=0.1: 1 / 0, capsys, says="raised ZeroDivisionError")
+    assert_fails(nb07.smallest_microbatches, lambda p=8, target=0.1: float("nan"), capsys, says="returned NaN")
+    assert_fails(nb07.smallest_microbatches, lambda p=8, target=0.1: "63", capsys, says="expected a number")
+    unrounded = lambda p=8, target=0.1: (p - 1) * (1 / target - 1) + 0.5  # noqa: E731
+    assert_fails(nb07.smallest_microbatches, unrounded, capsys, says="expected the whole number 63")
+    no_defaults = lambda p, target: 9 * (p - 1)  # noqa: E731 - graded with p and target given: still checked on every case
+    assert_fails(nb07.smallest_microbatches, no_defaults, capsys, says="Looks like the target fixed at 10 %")
+
+
+def test_microbatches_fallback_answers_the_exercise(capsys):
+    returned, _ = nb07.smallest_microbatches(stub("smallest_microbatches")), capsys.readouterr()
+    m_min = returned(8)
+    assert m_min == returned() == 63 and isinstance(m_min, int)
+    assert pipeline.schedule("1f1b", 8, m_min).bubble_fraction() <= 0.1 + 1e-12
+    assert pipeline.schedule("1f1b", 8, m_min - 1).bubble_fraction() > 0.1

@@ -351,3 +351,79 @@ def test_the_grader_reference_is_minillms_recipe():
     assert [r[0] for r in record] == ref.losses and [r[1] for r in record] == ref.scales
     assert [r[2] for r in record] == ref.skipped and any(ref.skipped)
     assert all(torch.equal(a.detach(), b) for a, b in zip(masters, ref.masters, strict=True))
+
+
+# ------------------------------------------------------------------ Exercise 1: the last integer of the exact run
+def exact_run_by_casting(dtype=torch.float16):
+    """A learner's answer that casts integers one by one until one comes back changed."""
+    k = 0
+    while float(torch.tensor(float(k + 1)).to(dtype)) == k + 1:
+        k += 1
+    return k
+
+
+def exact_run_from_eps(dtype=torch.float16):
+    return round(2 / torch.finfo(dtype).eps)
+
+
+def exact_run_no_leading_one(dtype=torch.float16):
+    return round(1 / torch.finfo(dtype).eps)
+
+
+def exact_run_all_ones(dtype=torch.float16):
+    m = precision.float_format(dtype).mantissa_bits
+    return int("1" * (m + 1), 2)
+
+
+def exact_run_first_inexact(dtype=torch.float16):
+    k = 0
+    while float(torch.tensor(float(k)).to(dtype)) == k:
+        k += 1
+    return k
+
+
+def exact_run_finite_max(dtype=torch.float16):
+    return int(precision.float_format(dtype).max)
+
+
+def test_exact_run_reference_and_a_learners_answers_pass(capsys):
+    assert_passes(nb08.largest_exact_integer, exact_run_by_casting, capsys)
+    assert_passes(nb08.largest_exact_integer, exact_run_from_eps, capsys)
+    assert_passes(nb08.largest_exact_integer, nb08.EXACT_RUN.fallback, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (exact_run_no_leading_one, "the implicit leading 1 forgotten"),
+        (exact_run_all_ones, "2^(m + 1) − 1 instead of 2^(m + 1)"),
+        (exact_run_first_inexact, "the first inexact integer instead of the last exact one"),
+        (exact_run_finite_max, "the largest finite value instead of the last exact integer"),
+    ],
+)
+def test_exact_run_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb08.largest_exact_integer, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_exact_run_stub_raise_type_and_nan(capsys):
+    assert_fails(
+        nb08.largest_exact_integer,
+        stub("largest_exact_integer"),
+        capsys,
+        says="largest_exact_integer is not written yet",
+        fallback=nb08.EXACT_RUN.fallback,
+    )
+    answers = {torch.float16: 2048, torch.bfloat16: 256}  # the exercise's two formats only
+    assert_fails(nb08.largest_exact_integer, lambda dtype: answers[dtype], capsys, says="raised KeyError")
+    assert_fails(nb08.largest_exact_integer, lambda dtype: float("nan"), capsys, says="returned NaN")
+    assert_fails(nb08.largest_exact_integer, lambda dtype: "2**11", capsys, says="expected a number")
+    assert_fails(nb08.largest_exact_integer, lambda dtype: 2048.5, capsys, says="expected the whole number 2048")
+
+
+def test_exact_run_fallback_answers_the_exercise(capsys):
+    returned, _ = nb08.largest_exact_integer(stub("largest_exact_integer")), capsys.readouterr()
+    n_fp16, n_bf16 = returned(torch.float16), returned(torch.bfloat16)
+    assert (n_fp16, n_bf16) == (2**11, 2**8) and returned() == 2**11
+    for n, dtype in [(n_fp16, torch.float16), (n_bf16, torch.bfloat16)]:
+        assert all(precision.cast(k, dtype) == k for k in range(n + 1))
+        assert precision.cast(n + 1, dtype) != n + 1

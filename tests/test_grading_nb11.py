@@ -269,3 +269,154 @@ def test_backward_fallback_answers_the_notebooks_calls():
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         want = torch.autograd.grad(flash_attention(*leaves, is_causal=causal, block_q=16, block_k=8), leaves, d_out)
         assert all((a - b).abs().max() < 1e-5 for a, b in zip(ours, want, strict=True))
+
+
+# ------------------------------------------------------------------------- Exercise 1: skip the masked tiles
+class CausalTiles:
+    """A learner's causal forward that skips the tiles above the diagonal, with switches for the usual mistakes."""
+
+    stop_at, masking, hide_own_key = "last", "crossing", False
+
+    def __call__(self, q, k, v, block_q=32, block_k=32):
+        n, c = q.shape[-2], q.shape[-1] ** -0.5
+        outs, count = [], 0
+        for r0 in range(0, n, block_q):
+            r1 = min(r0 + block_q, n)
+            limit = {"last": r1, "first": r0 + 1, "all": n}[self.stop_at]
+            best = torch.full((*q.shape[:-2], r1 - r0), float("-inf"), dtype=q.dtype)
+            total = torch.zeros_like(best)
+            acc = torch.zeros(*q.shape[:-2], r1 - r0, v.shape[-1], dtype=q.dtype)
+            for c0 in range(0, limit, block_k):
+                c1 = min(c0 + block_k, n)
+                count += 1
+                tile = q[..., r0:r1, :] @ k[..., c0:c1, :].mT * c
+                qpos, kpos = torch.arange(r0, r1)[:, None], torch.arange(c0, c1)[None, :]
+                needs_mask = {"crossing": c1 - 1 > r0, "never": False, "diagonal": c0 == r0}[self.masking]
+                if self.hide_own_key:
+                    tile = torch.where(kpos >= qpos, float("-inf"), tile)
+                elif needs_mask:
+                    tile = torch.where(kpos > qpos, float("-inf"), tile)
+                new_best = torch.maximum(best, tile.max(-1).values)
+                w = (tile - new_best[..., None]).exp()
+                shrink = (best - new_best).exp()
+                total = shrink * total + w.sum(-1)
+                acc = shrink[..., None] * acc + w @ v[..., c0:c1, :]
+                best = new_best
+            outs.append(acc / total[..., None])
+        return torch.cat(outs, dim=-2), count
+
+
+def test_causal_tiles_reference_and_a_learners_version_pass(capsys):
+    assert_passes(nb11.causal_tiled_forward, nb11.CAUSAL_TILED_FORWARD.truth, capsys)
+    assert_passes(nb11.causal_tiled_forward, CausalTiles(), capsys)
+
+
+@pytest.mark.parametrize(
+    ("switches", "name"),
+    [
+        ({"stop_at": "all"}, "every tile visited, none skipped"),
+        ({"stop_at": "first"}, "the key loop stopped at the block's first query, not its last"),
+        ({"masking": "never"}, "the mask left off the tiles that cross the diagonal"),
+        ({"masking": "diagonal"}, "the mask applied only to the tile with j == i (square tiles assumed)"),
+        ({"hide_own_key": True}, "the causal mask off by one (a query cannot see its own key)"),
+    ],
+)
+def test_causal_tiles_names_the_mistake(switches, name, capsys):
+    wrong = _variant(CausalTiles, **switches)
+    fallback = nb11.CAUSAL_TILED_FORWARD.fallback
+    assert_fails(nb11.causal_tiled_forward, wrong, capsys, says=f"Looks like {name}", fallback=fallback)
+
+
+def test_causal_tiles_stub_raising_shape_and_nan(capsys):
+    assert_fails(nb11.causal_tiled_forward, stub("causal_tiled_forward"), capsys, says="is not written yet")
+
+    def forgot_the_count(q, k, v, block_q=32, block_k=32):
+        out, _ = CausalTiles()(q, k, v, block_q, block_k)
+        return out
+
+    assert_fails(nb11.causal_tiled_forward, forgot_the_count, capsys, says="returned a Tensor, expected a tuple of 2")
+
+    def raises(q, k, v, block_q=32, block_k=32):
+        return flash_attention(q, k[..., :1, :], v, is_causal=True)
+
+    assert_fails(nb11.causal_tiled_forward, raises, capsys, says="raised ValueError")
+
+    def one_row_per_head(q, k, v, block_q=32, block_k=32):
+        out, tiles = CausalTiles()(q, k, v, block_q, block_k)
+        return out[..., :1, :], tiles
+
+    assert_fails(nb11.causal_tiled_forward, one_row_per_head, capsys, says="returned shape")
+
+    def nan_output(q, k, v, block_q=32, block_k=32):
+        out, tiles = CausalTiles()(q, k, v, block_q, block_k)
+        return out * math.nan, tiles
+
+    assert_fails(nb11.causal_tiled_forward, nan_output, capsys, says="returned NaN")
+
+
+def test_causal_tiles_fallback_answers_the_exercise():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 256, 16, generator=g) for _ in range(3))
+    out, tiles = nb11.CAUSAL_TILED_FORWARD.fallback(q, k, v)
+    assert out.dtype == torch.float32 and tiles == 8 * 9 // 2
+    assert (out - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max() < 1e-5
+
+
+# ----------------------------------------------------------------------------- Exercise 2: a KV cache in GiB
+def kv_cache_gib(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2, *, k_and_v=2, unit=1024**3):
+    """A learner's answer: bytes per token across all layers, times the tokens of every sequence."""
+    per_token = k_and_v * n_layer * n_kv * head_dim * bytes_per_value
+    return per_token * tokens * batch / unit
+
+
+def test_kv_gib_reference_and_a_learners_version_pass(capsys):
+    assert_passes(nb11.kv_gib, nb11.KV_GIB.truth, capsys)
+    assert_passes(nb11.kv_gib, kv_cache_gib, capsys)
+
+
+def _only_keys(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    return kv_cache_gib(n_layer, n_kv, head_dim, tokens, batch, bytes_per_value, k_and_v=1)
+
+
+def _gigabytes(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    return kv_cache_gib(n_layer, n_kv, head_dim, tokens, batch, bytes_per_value, unit=1e9)
+
+
+def _one_sequence(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    return kv_cache_gib(n_layer, n_kv, head_dim, tokens, 1, bytes_per_value)
+
+
+def _values_not_bytes(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    return kv_cache_gib(n_layer, n_kv, head_dim, tokens, batch, 1)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (_only_keys, "the cache counted for K only, not K and V"),
+        (_gigabytes, "GB (10⁹ bytes) instead of GiB (2³⁰ bytes)"),
+        (_one_sequence, "the batch left out"),
+        (_values_not_bytes, "values counted, not bytes (bytes_per_value left out)"),
+    ],
+)
+def test_kv_gib_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb11.kv_gib, wrong, capsys, says=f"Looks like {name}", fallback=nb11.KV_GIB.fallback)
+
+
+def test_kv_gib_stub_raising_wrong_type_and_nan(capsys):
+    assert_fails(nb11.kv_gib, stub("kv_gib"), capsys, says="is not written yet")
+    assert_fails(nb11.kv_gib, lambda *args, **kwargs: 1 / 0, capsys, says="raised ZeroDivisionError")
+    assert_fails(nb11.kv_gib, lambda *args, **kwargs: f"{kv_cache_gib(*args, **kwargs):.1f} GiB", capsys,
+                 says="returned a str, expected a number")  # fmt: skip
+    assert_fails(nb11.kv_gib, lambda *args, **kwargs: math.nan, capsys, says="returned NaN")
+
+
+def test_kv_gib_fallback_answers_the_exercise():
+    from minillm.model import GPTConfig
+
+    kv = nb11.KV_GIB.fallback
+    assert (kv(32, 32, 128, 8192), kv(32, 8, 128, 8192)) == (4, 1)
+    assert kv(32, 32, 128, 1) * 2**20 == 512
+    llama = GPTConfig.preset("llama-style", vocab_size=128256, context_length=8192, n_layer=32, n_head=32,
+                             d_model=4096, n_kv_head=8)  # fmt: skip
+    assert llama.kv_cache_bytes(batch_size=1, seq_len=8192, bytes_per_value=2) == kv(32, 8, 128, 8192) * 2**30

@@ -283,3 +283,109 @@ def test_lsh_stub_raising_and_wrong_type(capsys):
         capsys,
         says="returned a list, expected a set of",
     )
+
+
+# ------------------------------------------------------------------------- Exercise 2: choosing the banding
+def found(s, b, r):
+    return 1 - (1 - s**r) ** b
+
+
+def banding_by_hashes(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    """A learner's answer that walks k = 1, 2, … and tries every split of k."""
+    for k in range(1, max_hashes + 1):
+        for b in range(1, k + 1):
+            if k % b == 0 and found(high, b, k // b) >= p_high and found(low, b, k // b) <= p_low:
+                return b, k // b
+    return None
+
+
+def banding_rows_first(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    ok = [(b * r, b, r) for r in range(1, 64) for b in range(1, max_hashes // r + 1)]
+    ok = [t for t in ok if textdata.candidate_probability(high, t[1], t[2]) >= p_high]
+    ok = [t for t in ok if textdata.candidate_probability(low, t[1], t[2]) <= p_low]
+    return min(ok)[1:]
+
+
+def banding_swapped(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    ok = [
+        (b * r, b, r)
+        for b in range(1, max_hashes + 1)
+        for r in range(1, max_hashes // b + 1)
+        if 1 - (1 - high**b) ** r >= p_high and 1 - (1 - low**b) ** r <= p_low
+    ]
+    return min(ok)[1:]
+
+
+def banding_answer_as_r_b(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    b, r = banding_by_hashes(high, p_high, low, p_low, max_hashes)
+    return r, b
+
+
+def banding_only_high(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    ok = [(b * r, b, r) for b in range(1, 20) for r in range(1, 20) if found(high, b, r) >= p_high]
+    return min(ok)[1:]
+
+
+def banding_only_low(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    ok = [(b * r, b, r) for b in range(1, 20) for r in range(1, 20) if found(low, b, r) <= p_low]
+    return min(ok)[1:]
+
+
+def banding_last_match(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    best = None
+    for b in range(1, max_hashes + 1):
+        for r in range(1, max_hashes + 1):
+            if b * r <= max_hashes and found(high, b, r) >= p_high and found(low, b, r) <= p_low:
+                best = (b, r)
+    return best
+
+
+def test_banding_reference_and_a_learners_answers_pass(capsys):
+    assert_passes(nb13.choose_banding, banding_by_hashes, capsys)
+    assert_passes(nb13.choose_banding, banding_rows_first, capsys)
+    assert_passes(nb13.choose_banding, nb13.BANDING.fallback, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "name"),
+    [
+        (banding_swapped, "bands and rows swapped"),
+        (banding_answer_as_r_b, "bands and rows swapped"),
+        (banding_only_high, "the low-similarity target left out"),
+        (banding_only_low, "the high-similarity target left out"),
+        (banding_last_match, "the last match kept instead of the fewest hashes"),
+    ],
+)
+def test_banding_names_the_mistake(wrong, name, capsys):
+    assert_fails(nb13.choose_banding, wrong, capsys, says=f"Looks like {name}")
+
+
+def test_banding_stub_raise_type_and_nan(capsys):
+    assert_fails(
+        nb13.choose_banding,
+        stub("choose_banding"),
+        capsys,
+        says="choose_banding is not written yet",
+        fallback=nb13.BANDING.fallback,
+    )
+
+    def empty_search(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+        k, b, r = min([])
+        return b, r
+
+    assert_fails(nb13.choose_banding, empty_search, capsys, says="raised ValueError")
+    assert_fails(
+        nb13.choose_banding, lambda **targets: "12 bands of 5", capsys, says="returned a str, expected a tuple"
+    )
+    assert_fails(nb13.choose_banding, lambda **targets: (60, 12, 5), capsys, says="returned 3 items, expected 2")
+    assert_fails(nb13.choose_banding, lambda **targets: (12, "5"), capsys, says="item 1: returned a str")
+    assert_fails(nb13.choose_banding, lambda **targets: (12, float("nan")), capsys, says="returned NaN")
+    assert_fails(nb13.choose_banding, lambda **targets: (12, 5.5), capsys, says="expected the whole number 5")
+    assert_fails(nb13.choose_banding, lambda **targets: (12, 5), capsys, says="on P(0.9) ≥ 0.95")
+
+
+def test_banding_fallback_answers_the_exercise(capsys):
+    returned, _ = nb13.choose_banding(stub("choose_banding")), capsys.readouterr()
+    b, r = returned()
+    assert (b, r) == (12, 5) and isinstance(b, int) and isinstance(r, int)
+    assert textdata.candidate_probability(0.8, b, r) >= 0.99 and textdata.candidate_probability(0.3, b, r) <= 0.05

@@ -111,10 +111,17 @@ def test_every_solution_follows_an_empty_your_turn_cell_and_starts_hidden(path: 
         if "solution" not in cell.get("metadata", {}).get("tags", []):
             continue
         source = "".join(cell["source"])
-        previous = "".join(cells[i - 1]["source"]) if i else ""
         where = f"{path.name}, cell {i}"
-        assert cells[i - 1]["cell_type"] == "code" and previous.lstrip().startswith("# your turn"), where
-        assert all(line.startswith("#") or line.strip() in ("", "pass") for line in previous.splitlines()), where
+        if i >= 2 and "build" in cells[i - 2].get("metadata", {}).get("tags", []):
+            # A graded exercise: the "your turn" cell is a build (the workbook's stub is the empty cell), then its
+            # grading cell `name = grade.name(name)`, then the solution, which uses the graded name.
+            turn, grading = "".join(cells[i - 2]["source"]), "".join(cells[i - 1]["source"])
+            assert turn.lstrip().startswith("# your turn"), where
+            assert re.search(r"^(\w+) = \w+\.\w+\(\1\)", grading, re.MULTILINE), where
+        else:
+            previous = "".join(cells[i - 1]["source"]) if i else ""
+            assert cells[i - 1]["cell_type"] == "code" and previous.lstrip().startswith("# your turn"), where
+            assert all(line.startswith("#") or line.strip() in ("", "pass") for line in previous.splitlines()), where
         assert source.startswith("#@title"), where
         meta = cell["metadata"]
         assert meta.get("cellView") == "form", where

@@ -1,4 +1,5 @@
-"""Graders for notebook 02: the token-embedding lookup, sinusoidal positions, RoPE.
+"""Graders for notebook 02: the token-embedding lookup, sinusoidal positions, RoPE, and exercise 2's RoPE with
+the paper's interleaved pairing.
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s (or PyTorch's) otherwise. The wrong variants below
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from minillm import embeddings
 from minillm.grading.core import Build, Mistake, Probe, grade
 
-BUILDS = ("embed", "sinusoidal", "rope")
+BUILDS = ("embed", "sinusoidal", "rope", "rope_interleaved")
 
 F64 = torch.float64
 
@@ -288,3 +289,99 @@ ROPE = Build(
 def rope(learner: Any) -> Any:
     """Grade ``rope(x, positions, base=10000.0)``: x [..., T, h], positions [T] → x rotated, same shape and dtype."""
     return grade(ROPE, learner)
+
+
+# ------------------------------------------------------------------------ exercise 2: interleaved RoPE
+def _reference_rope_interleaved(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Neighbours (x[2i], x[2i + 1]) as one complex number x[2i] + i·x[2i + 1], times e^{ipθ_i}, in float64."""
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2, dtype=F64) / h)
+    turn = torch.polar(torch.ones(len(positions), h // 2, dtype=F64), positions.to(F64)[:, None] * theta)
+    z = torch.view_as_complex(x.to(F64).reshape(*x.shape[:-1], h // 2, 2).contiguous()) * turn
+    return torch.view_as_real(z).flatten(-2).to(x.dtype)
+
+
+def _library_rope_interleaved(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """minillm's interleaved tables and rotation (``style="interleaved"``) at arbitrary positions."""
+    positions = torch.as_tensor(positions)
+    length = int(positions.max()) + 1 if positions.numel() else 0
+    cos, sin = embeddings.rope_angles(length, x.shape[-1], base, style="interleaved")
+    return embeddings.apply_rope(x, cos[positions], sin[positions], style="interleaved")
+
+
+def _half_split(x, positions, base=10000.0):
+    return _rotate(x, positions, base)
+
+
+def _pairs_left_in_halves(x, positions, base=10000.0):
+    """Neighbours rotated, but the results concatenated (all first coordinates, then all second ones)."""
+    return _rotate(torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1), positions, base)
+
+
+def _interleaved_backwards(x, positions, base=10000.0):
+    return _rotate(x, positions, base, interleaved=True, sign=-1.0)
+
+
+def _interleaved_exponent_i(x, positions, base=10000.0):
+    return _rotate(x, positions, base, interleaved=True, exponent_i=True)
+
+
+def _angles_in_halves(x, positions, base=10000.0):
+    """The neighbours' partner (−x[2i + 1], x[2i]) with the half-split angle table cat([θ, θ]), not each θ twice."""
+    h = x.shape[-1]
+    theta = base ** (-torch.arange(0, h, 2, dtype=F64) / h)
+    angle = positions.to(F64)[:, None] * theta[None, :]
+    angle = torch.cat([angle, angle], dim=-1)
+    partner = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+    return x * angle.cos() + partner * angle.sin()
+
+
+ROPE_INTERLEAVED = Build(
+    name="rope_interleaved",
+    what="RoPE with the interleaved pairing",
+    truth=_reference_rope_interleaved,
+    truth_name="neighbour pairs as complex numbers (torch.view_as_complex) in float64",
+    fallback=_library_rope_interleaved,
+    fallback_name='minillm.embeddings.apply_rope(..., style="interleaved")',
+    probes=(
+        _rope_case(4, (2, 3, 20, 16), list(range(20))),
+        _rope_case(2, (5, 16), [0, 7, 3, 12, 30]),
+        _rope_case(3, (1, 2, 4, 10), [10, 11, 12, 13], base=500.0),
+    ),
+    mistakes=(
+        Mistake(
+            "RoPE pairs in the half-split layout",
+            "this exercise pairs neighbours x[2i], x[2i + 1], not x[i] with x[i + h/2] as the notebook's rope does.",
+            _half_split,
+        ),
+        Mistake(
+            "the rotated pairs left in two halves",
+            "put each pair back where it came from: out[..., 0::2] = a·cos − b·sin, out[..., 1::2] = a·sin + b·cos.",
+            _pairs_left_in_halves,
+        ),
+        Mistake(
+            "the angles laid out in halves, not per pair",
+            "coordinates 2i and 2i + 1 share the angle p·θ_i: repeat each angle twice in a row (repeat_interleave).",
+            _angles_in_halves,
+        ),
+        Mistake(
+            "rotating by −θ",
+            "(a, b) → (a·cos − b·sin, a·sin + b·cos): −sin in the even coordinates, +sin in the odd ones.",
+            _interleaved_backwards,
+        ),
+        Mistake(
+            "the frequency exponent i/h, not 2i/h",
+            "θ_i = base^(−2i/h) for i = 0 … h/2 − 1, i.e. base ** (−arange(0, h, 2) / h).",
+            _interleaved_exponent_i,
+        ),
+    ),
+    rtol=0.0,
+    atol=1e-5,  # the exercise computes the angles in float32
+    what_is_compared="rotated vectors",
+)
+
+
+def rope_interleaved(learner: Any) -> Any:
+    """Grade exercise 2's ``rope_interleaved(x, positions, base=10000.0)``: x [..., T, h], positions [T] → x with
+    each neighbour pair (x[2i], x[2i + 1]) of row t turned by positions[t]·θ_i, same shape and dtype."""
+    return grade(ROPE_INTERLEAVED, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 03: causal attention, multi-head attention, greedy decoding with the KV cache.
+"""Graders for notebook 03: causal attention, multi-head attention, greedy decoding with the KV cache, and the
+exercises' Llama-style parameter count by hand (exercise 2) and top-p filtering (exercise 3).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s otherwise. The wrong variants below are the
@@ -17,9 +18,9 @@ from torch import nn
 
 from minillm import attention
 from minillm.grading.core import Build, Mistake, Probe, grade
-from minillm.model import GPT, GPTConfig
+from minillm.model import GPT, GPTConfig, count_parameters
 
-BUILDS = ("causal_attention", "multi_head_attention", "greedy_decode")
+BUILDS = ("causal_attention", "multi_head_attention", "greedy_decode", "parameters_by_hand", "nucleus")
 
 F64 = torch.float64
 
@@ -368,3 +369,199 @@ DECODE = Build(
 def greedy_decode(learner: Any) -> Any:
     """Grade ``greedy_decode(model, ids, n_new, use_cache)`` → (ids [B, T + n_new], logits [B, n_new, V], seconds)."""
     return grade(DECODE, learner)
+
+
+# -------------------------------------------------------------- exercise 2: a Llama-style model's parameters
+def _count_case(**shape: int) -> Probe:
+    config = GPTConfig.preset("llama-style", **shape)
+
+    def run(parameters_by_hand: Any) -> Any:
+        return parameters_by_hand(config)
+
+    described = ", ".join(f"{k}={v}" for k, v in shape.items() if k != "context_length")
+    return Probe(f"GPTConfig.preset('llama-style', {described}) (d_ff={config.d_ff})", run)
+
+
+def _built_and_counted(cfg: GPTConfig) -> int:
+    """Build the model (on the meta device: shapes, no memory) and add up the sizes of its parameter tensors."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        model = GPT(cfg)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _by_hand(cfg, *, head=True, norms=2, mlp=3, final=True, norm_width=1):
+    V, d, L, f = cfg.vocab_size, cfg.d_model, cfg.n_layer, cfg.d_ff
+    block = norms * norm_width * d + 4 * d * d + mlp * d * f
+    return V * d + L * block + (norm_width * d if final else 0) + (V * d if head else 0)
+
+
+def _head_tied(cfg):
+    return _by_hand(cfg, head=False)
+
+
+def _one_norm_per_block(cfg):
+    return _by_hand(cfg, norms=1)
+
+
+def _two_mlp_matrices(cfg):
+    return _by_hand(cfg, mlp=2)
+
+
+def _no_final_norm(cfg):
+    return _by_hand(cfg, final=False)
+
+
+def _layernorm_biases(cfg):
+    return _by_hand(cfg, norm_width=2)
+
+
+PARAMETERS = Build(
+    name="parameters_by_hand",
+    what="the parameter count of a Llama-style GPT",
+    truth=_built_and_counted,
+    truth_name="the sum of the sizes of GPT(cfg)'s parameter tensors",
+    fallback=count_parameters,
+    fallback_name="minillm.model.count_parameters",
+    probes=(
+        _count_case(vocab_size=256, context_length=64, n_layer=4, n_head=4, d_model=128),
+        _count_case(vocab_size=1000, context_length=32, n_layer=2, n_head=3, d_model=96),
+        _count_case(vocab_size=50, context_length=16, n_layer=3, n_head=2, d_model=64, d_ff=200),
+    ),
+    mistakes=(
+        Mistake(
+            "the head tied to the embedding",
+            "llama_cfg's LM head is its own V×d matrix (tie_embeddings=False): count V·d twice.",
+            _head_tied,
+        ),
+        Mistake(
+            "one norm per block, not two",
+            "each block normalises before attention AND before the MLP: 2·d gains per block.",
+            _one_norm_per_block,
+        ),
+        Mistake(
+            "the MLP with two matrices, not SwiGLU's three",
+            "SwiGLU has a gate, an up and a down projection: 3·d·d_ff per block, not GELU's 2·d·d_ff.",
+            _two_mlp_matrices,
+        ),
+        Mistake(
+            "the final norm left out",
+            "after the last block one more RMSNorm (d gains) comes before the head.",
+            _no_final_norm,
+        ),
+        Mistake(
+            "LayerNorm biases counted",
+            "RMSNorm has a gain and no bias: d parameters per norm, not LayerNorm's 2·d.",
+            _layernorm_biases,
+        ),
+    ),
+    rtol=0.0,
+    atol=0.0,
+    what_is_compared="count",
+)
+
+
+def parameters_by_hand(learner: Any) -> Any:
+    """Grade exercise 2's ``parameters_by_hand(cfg=llama_cfg) -> int``: the parameters of ``GPT(cfg)`` for a
+    Llama-style ``cfg`` (RMSNorm, SwiGLU, no biases, an untied head, as many key/value heads as heads)."""
+    return grade(PARAMETERS, learner)
+
+
+# --------------------------------------------------------------------------- exercise 3: top-p (nucleus)
+def _distribution(seed: int, size: int, scale: float, top: float | None = None) -> torch.Tensor:
+    """A float32 next-token distribution: softmax of scaled Gaussian logits (optionally one token of mass ``top``)."""
+    logits = torch.randn(size, generator=torch.Generator().manual_seed(seed), dtype=F64) * scale
+    probs = torch.softmax(logits, -1)
+    if top is not None:  # token `seed` gets `top` on top of its share: it alone reaches any p ≤ top
+        probs = probs * (1 - top)
+        probs[seed] += top
+    return probs.float()
+
+
+def _nucleus_case(seed: int, size: int, scale: float, p: float, top: float | None = None) -> Probe:
+    def run(nucleus: Any) -> Any:
+        return nucleus(_distribution(seed, size, scale, top), p)
+
+    what = f"a float32 distribution over {size} tokens" + (f" (one token holds {top:g})" if top else "")
+    return Probe(f"{what}, p = {p:g}", run)
+
+
+def _reference_nucleus(probs: torch.Tensor, p: float) -> set[int]:
+    """Without sorting, in float64: token j stays when the tokens more likely than it hold less than p."""
+    q = probs.to(F64)
+    above = (q[None, :] * (q[None, :] > q[:, None])).sum(-1)  # above[j] = Σ q_i over q_i > q_j
+    return {j for j in range(len(q)) if above[j] < p}
+
+
+def _library_nucleus(probs: torch.Tensor, p: float) -> set[int]:
+    """The rule of minillm.model.sample_next_token's top_p: drop a token when those ranked above it reach p."""
+    sorted_p, order = torch.sort(probs, descending=True)
+    drop = sorted_p.cumsum(-1) - sorted_p >= p
+    return set(order[~drop].tolist())
+
+
+def _nucleus(probs, p, *, descending=True, own=False, positions=False, complement=False):
+    sorted_p, order = torch.sort(probs, descending=descending)
+    before = sorted_p.cumsum(0) - (0 if own else sorted_p)
+    keep = before >= p if complement else before < p
+    return set(keep.nonzero().flatten().tolist()) if positions else set(order[keep].tolist())
+
+
+def _crossing_token_dropped(probs, p):
+    return _nucleus(probs, p, own=True)
+
+
+def _ascending(probs, p):
+    return _nucleus(probs, p, descending=False)
+
+
+def _sorted_positions(probs, p):
+    return _nucleus(probs, p, positions=True)
+
+
+def _complement(probs, p):
+    return _nucleus(probs, p, complement=True)
+
+
+NUCLEUS = Build(
+    name="nucleus",
+    what="the top-p (nucleus) set",
+    truth=_reference_nucleus,
+    truth_name="an unsorted float64 sum of the mass above each token",
+    fallback=_library_nucleus,
+    fallback_name="the top-p rule of minillm.model.sample_next_token",
+    probes=(
+        _nucleus_case(1, 256, 2.5, 0.9),
+        _nucleus_case(2, 10, 1.0, 0.5),
+        _nucleus_case(3, 40, 1.0, 0.5, top=0.6),
+    ),
+    mistakes=(
+        Mistake(
+            "the token that reaches p left out",
+            "keep a token while the tokens BEFORE it hold less than p (cumsum − own probability < p): the one "
+            "that crosses p belongs to the nucleus.",
+            _crossing_token_dropped,
+        ),
+        Mistake(
+            "sorted ascending",
+            "sort with descending=True: the nucleus is the most likely tokens, not the least likely.",
+            _ascending,
+        ),
+        Mistake(
+            "positions in the sorted order, not token ids",
+            "map the kept sorted positions back to token ids through the sort's indices: order[keep].",
+            _sorted_positions,
+        ),
+        Mistake(
+            "the kept and the dropped tokens swapped",
+            "the nucleus is where the mass before a token is still < p; the tokens with ≥ p before them are dropped.",
+            _complement,
+        ),
+    ),
+    what_is_compared="kept token ids",
+)
+
+
+def nucleus(learner: Any) -> Any:
+    """Grade exercise 3's ``nucleus(probs, p)``: probs [V] float (sums to 1), 0 < p ≤ 1 → the set of token ids
+    (Python ints) of the smallest most-likely prefix whose probabilities reach p."""
+    return grade(NUCLEUS, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 05: AdamW, clipping by the global norm, warmup + cosine decay.
+"""Graders for notebook 05: AdamW, clipping by the global norm, warmup + cosine decay, and Exercise 2's answer
+(the size of Adam's very first update without bias correction).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s otherwise. The wrong variants below are the
@@ -15,7 +16,7 @@ import torch
 from minillm import optim
 from minillm.grading.core import Build, Mistake, Probe, grade
 
-BUILDS = ("AdamWByHand", "clip_grad_norm_by_hand", "warmup_cosine_by_hand")
+BUILDS = ("AdamWByHand", "clip_grad_norm_by_hand", "warmup_cosine_by_hand", "first_adam_step")
 
 F64 = torch.float64
 
@@ -320,3 +321,99 @@ SCHEDULE = Build(
 def warmup_cosine(learner: Any) -> Any:
     """Grade ``warmup_cosine_by_hand(step, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float``."""
     return grade(SCHEDULE, learner)
+
+
+# ----------------------------------------------------------- Exercise 2: Adam's first step without bias correction
+def _first_step_case(g: float, lr: float, beta1: float, beta2: float) -> Probe:
+    def run(first_adam_step: Any) -> Any:
+        return first_adam_step(g=g, lr=lr, beta1=beta1, beta2=beta2)
+
+    return Probe(f"g = {g:g}, lr = {lr:g}, β1 = {beta1:g}, β2 = {beta2:g}", run)
+
+
+def _torch_moments_step(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    """η·|m|/√v with m and v read from torch.optim.Adam's state after its first step (its moments are uncorrected)."""
+    w = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    adam = torch.optim.Adam([w], lr=lr, betas=(beta1, beta2), eps=0.0, foreach=False)
+    w.grad = torch.full_like(w, g)
+    adam.step()
+    state = adam.state[w]
+    return lr * (state["exp_avg"].abs() / state["exp_avg_sq"].sqrt()).item()
+
+
+def _closed_form_step(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    """η·(1 − β1)/√(1 − β2): the gradient's size cancels (the notebook's fallback)."""
+    return lr * (1 - beta1) / math.sqrt(1 - beta2)
+
+
+def _corrected_step(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    m_hat, v_hat = (1 - beta1) * g / (1 - beta1), (1 - beta2) * g * g / (1 - beta2)
+    return lr * abs(m_hat) / math.sqrt(v_hat)
+
+
+def _v_not_rooted(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return lr * (1 - beta1) * abs(g) / ((1 - beta2) * g * g)
+
+
+def _betas_swapped(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return lr * beta1 * abs(g) / math.sqrt(beta2 * g * g)
+
+
+def _signed_update(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return -lr * (1 - beta1) * g / math.sqrt((1 - beta2) * g * g)
+
+
+def _ratio_to_lr(g=0.5, lr=1e-3, beta1=0.9, beta2=0.999):
+    return (1 - beta1) / math.sqrt(1 - beta2)
+
+
+FIRST_STEP = Build(
+    name="first_adam_step",
+    what="the size of Adam's first step without bias correction",
+    truth=_torch_moments_step,
+    truth_name="η·|m|/√v with torch.optim.Adam's moments after one step",
+    fallback=_closed_form_step,
+    fallback_name="the closed form η·(1 − β1)/√(1 − β2)",
+    probes=(
+        _first_step_case(0.5, 1e-3, 0.9, 0.999),
+        _first_step_case(2.0, 3e-4, 0.8, 0.99),
+        _first_step_case(3.0, 1e-2, 0.95, 0.9999),
+    ),
+    mistakes=(
+        Mistake(
+            "the bias-corrected step",
+            "that is ≈ η, Adam's step WITH the correction; without it m = (1 − β1)·g and v = (1 − β2)·g² are used as "
+            "they are: η·m/√v.",
+            _corrected_step,
+        ),
+        Mistake(
+            "v not square-rooted",
+            "Adam divides by √v, the root of the second moment, so that the step does not depend on the size of g.",
+            _v_not_rooted,
+        ),
+        Mistake(
+            "β and 1 − β swapped",
+            "from m = v = 0 one step gives m = β1·0 + (1 − β1)·g and v = β2·0 + (1 − β2)·g²: the new gradient "
+            "gets the weight 1 − β.",
+            _betas_swapped,
+        ),
+        Mistake(
+            "the update's sign kept",
+            "the exercise asks for the size of the update, |Δw| = η·|m|/√v, a positive number (Δw itself is −η·m/√v).",
+            _signed_update,
+        ),
+        Mistake(
+            "the ratio to η instead of the step",
+            "(1 − β1)/√(1 − β2) ≈ 3.16 is the step in units of η: multiply by lr.",
+            _ratio_to_lr,
+        ),
+    ),
+    rtol=1e-6,  # a learner's eps = 1e-8 under the root moves these answers by less than 1e-6 of their size
+    atol=0.0,
+    what_is_compared="step size",
+)
+
+
+def first_adam_step(learner: Any) -> Any:
+    """Grade ``first_adam_step(g, lr, beta1, beta2) -> float``: |Δw| of Adam's first update, uncorrected."""
+    return grade(FIRST_STEP, learner)

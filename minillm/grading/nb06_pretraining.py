@@ -1,4 +1,6 @@
-"""Graders for notebook 06: random (x, y) windows, the training step with gradient accumulation, the window loss.
+"""Graders for notebook 06: random (x, y) windows, the training step with gradient accumulation, the window loss,
+and the answers to Exercise 1 (a compute-optimal run's tokens and its epochs over the corpus) and Exercise 2
+(greedy decoding that sees only the last few tokens).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s otherwise. The wrong variants below are the
@@ -9,6 +11,8 @@ The probes run on tiny float64 models defined here (a few dozen weights), so eac
 
 from __future__ import annotations
 
+import dataclasses
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,9 +23,10 @@ from torch import nn
 from minillm import optim
 from minillm.batches import RandomWindows
 from minillm.grading.core import Build, Mistake, Probe, grade
+from minillm.model import GPT, GPTConfig
 from minillm.train.loop import lm_loss, validation_loss
 
-BUILDS = ("get_batch", "train_step", "evaluate_windows")
+BUILDS = ("get_batch", "train_step", "evaluate_windows", "compute_optimal_epochs", "decode_seeing_last")  # + Ex. 1, 2
 
 F64 = torch.float64
 VOCAB = 11
@@ -492,3 +497,204 @@ EVALUATE = Build(
 def evaluate_windows(learner: Any) -> Any:
     """Grade ``evaluate_windows(model, ids, context_length, batch_size, max_batches=None) -> float``."""
     return grade(EVALUATE, learner)
+
+
+# ------------------------------------------------------------------- Exercise 1: compute-optimal tokens, epochs
+# The exercise's own numbers: the base model's parameters and the training corpus's tokens (data/base/config.json).
+BASE_PARAMETERS, CORPUS_TOKENS = 1_088_256, 1_120_363
+
+
+def _optimal_exact(n_params, corpus_tokens, tokens_per_param=20):
+    """(tokens_per_param · N, that / corpus_tokens) in exact rational arithmetic, the epochs rounded once at the end."""
+    tokens = Fraction(tokens_per_param) * n_params
+    return int(tokens) if tokens.denominator == 1 else float(tokens), float(tokens / corpus_tokens)
+
+
+def _optimal_plain(n_params, corpus_tokens, tokens_per_param=20):
+    tokens = tokens_per_param * n_params
+    return tokens, tokens / corpus_tokens
+
+
+def _optimal_upside_down(n_params, corpus_tokens, tokens_per_param=20):
+    tokens = tokens_per_param * n_params
+    return tokens, corpus_tokens / tokens
+
+
+def _optimal_parameters_per_token(n_params, corpus_tokens, tokens_per_param=20):
+    tokens = n_params / tokens_per_param
+    return tokens, tokens / corpus_tokens
+
+
+def _optimal_whole_epochs(n_params, corpus_tokens, tokens_per_param=20):
+    tokens = tokens_per_param * n_params
+    return tokens, float(tokens // corpus_tokens)
+
+
+def _optimal_twenty_written_in(n_params, corpus_tokens, tokens_per_param=20):
+    tokens = 20 * n_params
+    return tokens, tokens / corpus_tokens
+
+
+def _optimal_case(n_params: int, corpus_tokens: int, what: str, **kwargs: Any) -> Probe:
+    def run(implementation: Any):
+        return implementation(n_params, corpus_tokens, **kwargs)
+
+    return Probe(f"{what}: N = {n_params:,}, a corpus of {corpus_tokens:,} tokens", run)
+
+
+OPTIMAL_EPOCHS = Build(
+    name="compute_optimal_epochs",
+    what="the compute-optimal tokens and epochs",
+    truth=_optimal_exact,
+    truth_name="20·N and its ratio to the corpus in exact fractions",
+    fallback=_optimal_plain,
+    fallback_name="the course's answer (20·N tokens, 20·N / corpus epochs)",
+    probes=(
+        _optimal_case(BASE_PARAMETERS, CORPUS_TOKENS, "the base model and the course's corpus"),
+        _optimal_case(124_439_808, 9_035_582_489, "GPT-2 small on OpenWebText"),
+        _optimal_case(50_000, 3_000_000, "100 tokens per parameter", tokens_per_param=100),
+    ),
+    mistakes=(
+        Mistake(
+            "the epochs upside down (corpus ÷ tokens)",
+            "epochs = the tokens the run needs ÷ the tokens one pass over the corpus gives.",
+            _optimal_upside_down,
+        ),
+        Mistake(
+            "20 parameters per token, not 20 tokens per parameter",
+            "a compute-optimal run trains on about 20 tokens for every parameter: tokens = 20·N.",
+            _optimal_parameters_per_token,
+        ),
+        Mistake(
+            "the epochs rounded down to whole passes",
+            "the answer is a ratio, not a count of finished passes: divide with /, not //.",
+            _optimal_whole_epochs,
+        ),
+        Mistake(
+            "tokens_per_param ignored (20 written in)",
+            "use the tokens_per_param argument: 20 is only its default.",
+            _optimal_twenty_written_in,
+        ),
+    ),
+    rtol=1e-12,
+    atol=1e-12,
+    what_is_compared="(tokens, epochs)",
+)
+
+
+def compute_optimal_epochs(learner: Any) -> Any:
+    """Grade ``compute_optimal_epochs(n_params, corpus_tokens, tokens_per_param=20)`` → ``(tokens, epochs)``."""
+    return grade(OPTIMAL_EPOCHS, learner)
+
+
+# ------------------------------------------------------ Exercise 2: greedy decoding that sees only the last tokens
+DECODER_VOCAB = 23
+
+
+def _decoder(context_length: int, seed: int) -> GPT:
+    """A tiny float32 GPT with RoPE and random weights from its own generator (``generate`` samples in float32)."""
+    config = GPTConfig(
+        vocab_size=DECODER_VOCAB, context_length=context_length, n_layer=1, n_head=2, d_model=16, pos="rope", bias=False
+    )
+    with torch.random.fork_rng(devices=[]):  # the constructor's initialisation draws from the global stream
+        model = GPT(config)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            noise = torch.randn(p.shape, generator=g)
+            p.copy_(2.0 * noise if p.dim() > 1 else 1 + 0.1 * noise)
+    return model.eval()
+
+
+def _seeing_last_library(model, ids, window, n, temperature=0.0, generator=None):
+    """GPT.generate(crop=True) with the same weights in a model whose context is exactly ``window`` tokens."""
+    with torch.random.fork_rng(devices=[]):
+        narrow = GPT(dataclasses.replace(model.config, context_length=window))
+    own = narrow.state_dict()  # a learned position table keeps its first `window` rows
+    weights = {
+        key: value.detach().cpu()[tuple(slice(0, size) for size in own[key].shape)]
+        for key, value in model.state_dict().items()
+    }
+    narrow.load_state_dict(weights)
+    narrow.eval()
+    prompt = torch.tensor([list(ids)])
+    return narrow.generate(prompt, n, temperature=temperature, crop=True, generator=generator)[0].tolist()
+
+
+def _seeing_last_variant(*, context="last", position=-1, divide=True, keep_prompt=True):
+    """The solution's decoding loop with one thing written wrong."""
+
+    def decode(model, ids, window, n, temperature=0.0, generator=None):
+        ids, prompt_length = list(ids), len(ids)
+        device = next(model.parameters()).device
+        with torch.no_grad():
+            for _ in range(n):
+                seen = {"last": ids[-window:], "first": ids[:window], "one more": ids[-window - 1 :]}[context]
+                logits = model(torch.tensor([seen], device=device))[0, position]
+                if temperature == 0:
+                    ids.append(int(logits.argmax()))
+                else:
+                    scaled = logits / temperature if divide else logits * temperature
+                    probs = torch.softmax(scaled, dim=-1)
+                    ids.append(int(torch.multinomial(probs, 1, generator=generator)))
+        return ids if keep_prompt else ids[prompt_length:]
+
+    return decode
+
+
+def _decode_case(seed: int, window: int, prompt: list[int], n: int, temperature: float, what: str) -> Probe:
+    def run(implementation: Any):
+        model = _decoder(window + 4, seed)
+        generator = torch.Generator().manual_seed(seed) if temperature else None
+        return implementation(model, prompt, window, n, temperature, generator)
+
+    how = "greedy" if temperature == 0 else f"sampled at T = {temperature}"
+    return Probe(f"{what}: a tiny GPT seeing {window} tokens, {n} tokens {how}", run)
+
+
+SEEING_LAST = Build(
+    name="decode_seeing_last",
+    what="decoding that sees only the last window tokens",
+    truth=_seeing_last_library,
+    truth_name="GPT.generate(crop=True) with a context of window tokens",
+    fallback=_seeing_last_library,
+    fallback_name="GPT.generate(crop=True) with a context of window tokens",
+    probes=(
+        _decode_case(71, 4, [1, 2, 3, 4], 12, 0.0, "a 4-token prompt"),
+        _decode_case(72, 3, [5, 6, 7, 8, 9, 10, 11], 10, 0.0, "a prompt longer than the window"),
+        _decode_case(73, 4, [3, 1, 4, 1, 5], 10, 1.5, "sampling"),
+    ),
+    mistakes=(
+        Mistake(
+            "the first window tokens, not the last",
+            "the model sees the end of the text: ids[-window:], not ids[:window].",
+            _seeing_last_variant(context="first"),
+        ),
+        Mistake(
+            "window + 1 tokens seen (off by one)",
+            "ids[-window:] holds exactly window tokens.",
+            _seeing_last_variant(context="one more"),
+        ),
+        Mistake(
+            "the next token read from the first position's logits",
+            "the prediction for the next token is at the last position: logits[0, -1].",
+            _seeing_last_variant(position=0),
+        ),
+        Mistake(
+            "the logits multiplied by the temperature, not divided",
+            "softmax(logits / T): T > 1 flattens the distribution, T < 1 sharpens it.",
+            _seeing_last_variant(divide=False),
+        ),
+        Mistake(
+            "the prompt left out of the returned ids",
+            "return the whole sequence, prompt first, then the n new tokens.",
+            _seeing_last_variant(keep_prompt=False),
+        ),
+    ),
+    what_is_compared="token ids",
+)
+
+
+def decode_seeing_last(learner: Any) -> Any:
+    """Grade ``decode_seeing_last(model, ids, window, n, temperature=0.0, generator=None)`` → prompt + n token ids."""
+    return grade(SEEING_LAST, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 07: the ring all-reduce, the tensor-parallel MLP, the GPipe timeline and its bubble.
+"""Graders for notebook 07: the ring all-reduce, the tensor-parallel MLP, the GPipe timeline and its bubble, and
+Exercise 1's answer (the fewest micro-batches for a bubble of at most 10 %).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s otherwise. The wrong variants below are the
@@ -7,6 +8,7 @@ mistakes the graders recognise by their results; they are written here only to b
 
 from __future__ import annotations
 
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +18,7 @@ import torch.nn.functional as F
 from minillm.grading.core import Build, Mistake, Probe, grade, probe_inputs
 from minillm.parallel import collectives, pipeline, tensor
 
-BUILDS = ("my_ring_all_reduce", "tensor_parallel_mlp", "gpipe_by_hand", "pipeline_bubble")
+BUILDS = ("my_ring_all_reduce", "tensor_parallel_mlp", "gpipe_by_hand", "pipeline_bubble", "smallest_microbatches")
 
 F64 = torch.float64
 
@@ -413,3 +415,92 @@ BUBBLE = Build(
 def pipeline_bubble(learner: Any) -> Any:
     """Grade ``pipeline_bubble(p, m) -> float``: GPipe's idle share of the wall time."""
     return grade(BUBBLE, learner)
+
+
+# ------------------------------------------------------------------------ Exercise 1: the fewest micro-batches
+def _microbatches_case(p: int, target: float) -> Probe:
+    def run(smallest: Any) -> int:
+        return smallest(p=p, target=target)
+
+    return Probe(f"p = {p} stages, target = {target:g}", run)
+
+
+def _first_m(fits: Any, limit: int = 100_000) -> int:
+    """The first m = 1, 2, … for which ``fits(m)`` holds (a brute-force search, no formula)."""
+    return next(m for m in range(1, limit) if fits(m))
+
+
+def _exact(target: float) -> Fraction:
+    return Fraction(target).limit_denominator(1_000_000)  # 0.1 → 1/10, not the float's 3602879701896397/2**55
+
+
+def _smallest_by_search(p: int = 8, target: float = 0.10) -> int:
+    """The smallest m with (p − 1)/(m + p − 1) ≤ target, searched over m in exact fractions."""
+    return _first_m(lambda m: Fraction(p - 1, m + p - 1) <= _exact(target))
+
+
+def _smallest_over_m(p=8, target=0.10):
+    return _first_m(lambda m: Fraction(p - 1, m) <= _exact(target))
+
+
+def _smallest_strict(p=8, target=0.10):
+    return _first_m(lambda m: Fraction(p - 1, m + p - 1) < _exact(target))
+
+
+def _smallest_rounded_down(p=8, target=0.10):
+    return int((p - 1) * (1 - target) / target)
+
+
+def _smallest_p_slots(p=8, target=0.10):
+    return _first_m(lambda m: Fraction(p, m + p) <= _exact(target))
+
+
+def _smallest_for_ten_percent(p=8, target=0.10):
+    return 9 * (p - 1)
+
+
+MICROBATCHES = Build(
+    name="smallest_microbatches",
+    what="the fewest micro-batches for the bubble target",
+    truth=_smallest_by_search,
+    truth_name="a search over m = 1, 2, … in exact fractions",
+    fallback=_smallest_by_search,
+    fallback_name="a search over m = 1, 2, … in exact fractions",
+    probes=(_microbatches_case(8, 0.10), _microbatches_case(5, 0.30), _microbatches_case(6, 0.07)),
+    mistakes=(
+        Mistake(
+            "the bubble counted with m instead of m + p − 1",
+            "(p − 1)/m is idle time over busy time; solve (p − 1)/(m + p − 1) ≤ target, i.e. "
+            "m ≥ (p − 1)(1/target − 1).",
+            _smallest_over_m,
+        ),
+        Mistake(
+            "< instead of ≤",
+            "a bubble of exactly the target counts: for p = 8, m = 63 gives 7/70 = 10 %, which is ≤ 0.1.",
+            _smallest_strict,
+        ),
+        Mistake(
+            "the bound rounded down",
+            "m ≥ (p − 1)(1/target − 1) and m is a whole number: round the bound up (math.ceil), not down.",
+            _smallest_rounded_down,
+        ),
+        Mistake(
+            "p slots of fill instead of p − 1",
+            "the first micro-batch needs p − 1 hops to reach the last stage: the bubble is (p − 1)/(m + p − 1).",
+            _smallest_p_slots,
+        ),
+        Mistake(
+            "the target fixed at 10 %",
+            "9 = 1/0.1 − 1 holds only for target = 0.1: use the target parameter, m ≥ (p − 1)(1/target − 1).",
+            _smallest_for_ten_percent,
+        ),
+    ),
+    rtol=0.0,
+    atol=0.0,
+    what_is_compared="answer",
+)
+
+
+def smallest_microbatches(learner: Any) -> Any:
+    """Grade ``smallest_microbatches(p=8, target=0.10) -> int``: the fewest m with (p − 1)/(m + p − 1) ≤ target."""
+    return grade(MICROBATCHES, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 08: decoding 16-bit patterns, the dynamic loss scaler, the mixed-precision step.
+"""Graders for notebook 08: decoding 16-bit patterns, the dynamic loss scaler, the mixed-precision step, and
+Exercise 1's answer (the largest N up to which every integer is exact in float16 and bfloat16).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s (or torch's) otherwise. The wrong variants below
@@ -18,7 +19,7 @@ from torch.nn.utils import skip_init
 from minillm import precision
 from minillm.grading.core import Build, Mistake, Probe, grade
 
-BUILDS = ("decode", "MyLossScaler", "mixed_precision_step")
+BUILDS = ("decode", "MyLossScaler", "mixed_precision_step", "largest_exact_integer")
 
 
 # -------------------------------------------------------------------------------------------------- decode
@@ -489,3 +490,97 @@ MIXED_STEP = Build(
 def mixed_precision_step(learner: Any) -> Any:
     """Grade ``mixed_precision_step(model16, masters, optimizer, scaler, loss_fn, x, y) -> (loss, S, skipped)``."""
     return grade(MIXED_STEP, learner)
+
+
+# ------------------------------------------------------------------ Exercise 1: the last integer of the exact run
+def _exact_run_case(dtypes: tuple[torch.dtype, ...]) -> Probe:
+    names = " and ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+    def run(largest_exact_integer: Any) -> Any:
+        found = [largest_exact_integer(dtype) for dtype in dtypes]
+        return found[0] if len(found) == 1 else found
+
+    return Probe(names, run)
+
+
+def _cast_search(dtype: torch.dtype) -> int:
+    """Cast 0, 1, 2, … to ``dtype`` with torch and read them back: the integer before the first that changes."""
+    for stop in (2**6, 2**10, 2**14, 2**18):
+        values = torch.arange(stop, dtype=torch.float64)
+        changed = (values.to(dtype).to(torch.float64) != values).nonzero()
+        if len(changed):
+            return int(changed[0]) - 1
+    raise ValueError(f"every integer below 2**18 is exact in {dtype}: search a larger range")
+
+
+def _from_mantissa_width(dtype: torch.dtype = torch.float16) -> int:
+    """2^(m + 1), m read by minillm.precision.float_format (the notebook's fallback)."""
+    return 2 ** (precision.float_format(dtype).mantissa_bits + 1)
+
+
+def _stored_bits(dtype: torch.dtype) -> int:
+    return round(-np.log2(torch.finfo(dtype).eps))
+
+
+def _no_leading_one(dtype=torch.float16):
+    return 2 ** _stored_bits(dtype)
+
+
+def _all_ones(dtype=torch.float16):
+    return 2 ** (_stored_bits(dtype) + 1) - 1
+
+
+def _first_inexact(dtype=torch.float16):
+    return 2 ** (_stored_bits(dtype) + 1) + 1
+
+
+def _largest_finite(dtype=torch.float16):
+    return int(torch.finfo(dtype).max)
+
+
+EXACT_RUN = Build(
+    name="largest_exact_integer",
+    what="the last integer of the exact run",
+    truth=_cast_search,
+    truth_name="casting 0, 1, 2, … to the format with torch",
+    fallback=_from_mantissa_width,
+    fallback_name="2^(m + 1) with m from minillm.precision.float_format",
+    probes=(
+        _exact_run_case((torch.float16,)),
+        _exact_run_case((torch.bfloat16,)),
+        _exact_run_case((torch.float8_e4m3fn, torch.float8_e5m2)),
+    ),
+    mistakes=(
+        Mistake(
+            "the implicit leading 1 forgotten",
+            "a normal number holds m stored mantissa bits plus the implicit leading 1: m + 1 significant bits, "
+            "so every integer up to 2^(m + 1) is exact.",
+            _no_leading_one,
+        ),
+        Mistake(
+            "2^(m + 1) − 1 instead of 2^(m + 1)",
+            "2^(m + 1) itself is a power of two, exact in any binary format: the first integer that rounds is "
+            "2^(m + 1) + 1.",
+            _all_ones,
+        ),
+        Mistake(
+            "the first inexact integer instead of the last exact one",
+            "N is the last integer of the run 0, 1, …, N; N + 1 = 2^(m + 1) + 1 is the first that rounds.",
+            _first_inexact,
+        ),
+        Mistake(
+            "the largest finite value instead of the last exact integer",
+            "torch.finfo(dtype).max is the range; above 2^(m + 1) the spacing between floats is 2 or more, so "
+            "integers start to be skipped long before it.",
+            _largest_finite,
+        ),
+    ),
+    rtol=0.0,
+    atol=0.0,
+    what_is_compared="answer",
+)
+
+
+def largest_exact_integer(learner: Any) -> Any:
+    """Grade ``largest_exact_integer(dtype) -> int``: the largest N with every integer 0 … N exact in dtype."""
+    return grade(EXACT_RUN, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 11: the online softmax, the tiled FlashAttention forward and its tiled backward.
+"""Graders for notebook 11: the online softmax, the tiled FlashAttention forward and its tiled backward, and the
+answers to Exercise 1 (a causal forward that skips the tiles above the diagonal) and Exercise 2 (a KV cache in GiB).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, the course's otherwise. The wrong variants below are the
@@ -20,8 +21,15 @@ import torch.nn.functional as F
 
 from minillm.flash_attention import FlashAttention
 from minillm.grading.core import Build, Mistake, Probe, grade
+from minillm.model import GPTConfig
 
-BUILDS = ("online_softmax_stats", "tiled_attention_forward", "tiled_attention_backward")
+BUILDS = (
+    "online_softmax_stats",
+    "tiled_attention_forward",
+    "tiled_attention_backward",
+    "causal_tiled_forward",  # Exercise 1
+    "kv_gib",  # Exercise 2
+)
 
 F64 = torch.float64
 
@@ -393,3 +401,206 @@ TILED_BACKWARD = Build(
 def tiled_backward(learner: Any) -> Any:
     """Grade ``tiled_attention_backward(q, k, v, out, lse, d_out, causal, block_q, block_k)`` → ``(dq, dk, dv)``."""
     return grade(TILED_BACKWARD, learner)
+
+
+# ------------------------------------------------------------------------- Exercise 1: skip the masked tiles
+def _visible_tiles(T: int, block_q: int, block_k: int) -> int:
+    """How many block_q × block_k tiles hold at least one key a query may see, counted from the causal mask."""
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    return sum(
+        bool(visible[i : i + block_q, j : j + block_k].any())
+        for i in range(0, T, block_q)
+        for j in range(0, T, block_k)
+    )
+
+
+def _causal_tiles_truth(q, k, v, block_q=32, block_k=32):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True), _visible_tiles(q.shape[-2], block_q, block_k)
+
+
+def _causal_tiles_library(q, k, v, block_q=32, block_k=32):
+    """minillm.flash_attention's causal forward (it skips the same tiles) and the number of tiles its loops visit."""
+    T = q.shape[-2]
+    tiles = sum(len(range(0, min(i + block_q, T), block_k)) for i in range(0, T, block_q))
+    return _forward_library(q, k, v, True, block_q, block_k)[0], tiles
+
+
+def _causal_tiles_variant(*, stop="last query", mask="crossing"):
+    """The exercise's causal forward with one thing written wrong."""
+
+    def forward(q, k, v, block_q=32, block_k=32):
+        T = q.shape[-2]
+        scale = 1 / math.sqrt(q.shape[-1])
+        out, tiles = torch.empty_like(q), 0
+        for i in range(0, T, block_q):
+            q_i = q[..., i : i + block_q, :] * scale
+            rows = torch.arange(i, i + q_i.shape[-2])
+            m = torch.full(q_i.shape[:-1], -math.inf, dtype=q.dtype)
+            l = torch.zeros(q_i.shape[:-1], dtype=q.dtype)  # noqa: E741
+            acc = torch.zeros_like(q_i)
+            last = {"last query": int(rows[-1]) + 1, "first query": i + 1, "every tile": T}[stop]
+            for j in range(0, last, block_k):
+                tiles += 1
+                s = q_i @ k[..., j : j + block_k, :].transpose(-2, -1)
+                cols = torch.arange(j, j + s.shape[-1])
+                if mask == "own key hidden":
+                    s = s.masked_fill(cols[None, :] >= rows[:, None], -math.inf)
+                elif (mask == "crossing" and cols[-1] > rows[0]) or (mask == "diagonal tile" and j == i):
+                    s = s.masked_fill(cols[None, :] > rows[:, None], -math.inf)
+                m_new = torch.maximum(m, s.amax(-1))
+                p = torch.exp(s - m_new[..., None])
+                correction = torch.exp(m - m_new)
+                l = correction * l + p.sum(-1)  # noqa: E741
+                acc = correction[..., None] * acc + p @ v[..., j : j + block_k, :]
+                m = m_new
+            out[..., i : i + block_q, :] = acc / l[..., None]
+        return out, tiles
+
+    return forward
+
+
+_CAUSAL_TILE_CASES = (  # seed, (batch, heads), T, d, block_q, block_k: the exercise's own first, then uneven tiles
+    (61, (1, 2), 256, 16, 32, 32),
+    (62, (2, 3), 20, 8, 6, 4),
+    (63, (1, 2), 23, 8, 5, 7),
+)
+
+
+def _causal_tiles_case(seed, lead, T, d, block_q, block_k) -> Probe:
+    def run(implementation: Any):
+        q, k, v = _qkv(seed, lead, T, T, d)
+        return implementation(q, k, v, block_q=block_q, block_k=block_k)
+
+    shape = "×".join(str(n) for n in lead)
+    return Probe(f"float64 {shape} heads, T = {T}, d = {d}, tiles {block_q}×{block_k}", run)
+
+
+CAUSAL_TILED_FORWARD = Build(
+    name="causal_tiled_forward",
+    what="the causal forward over the visible tiles only (output and tile count)",
+    truth=_causal_tiles_truth,
+    truth_name="F.scaled_dot_product_attention(is_causal=True) and the tiles the causal mask leaves visible",
+    fallback=_causal_tiles_library,
+    fallback_name="minillm.flash_attention's causal forward (it skips the same tiles)",
+    probes=tuple(_causal_tiles_case(*case) for case in _CAUSAL_TILE_CASES),
+    mistakes=(
+        Mistake(
+            "every tile visited, none skipped",
+            "stop the key loop after the tile that holds the block's last query: every later tile is all −inf.",
+            _causal_tiles_variant(stop="every tile"),
+        ),
+        Mistake(
+            "the key loop stopped at the block's first query, not its last",
+            "the block's last query sees keys up to its own position: run j up to rows[-1], not just i.",
+            _causal_tiles_variant(stop="first query"),
+        ),
+        Mistake(
+            "the mask left off the tiles that cross the diagonal",
+            "a tile that holds the diagonal is partly in the future: mask key positions > query positions there.",
+            _causal_tiles_variant(mask="none"),
+        ),
+        Mistake(
+            "the mask applied only to the tile with j == i (square tiles assumed)",
+            "with block_q ≠ block_k the diagonal crosses other tiles: mask each tile whose last key > its first query.",
+            _causal_tiles_variant(mask="diagonal tile"),
+        ),
+        Mistake(
+            "the causal mask off by one (a query cannot see its own key)",
+            "mask key positions > query position, not ≥: each token attends to itself.",
+            _causal_tiles_variant(mask="own key hidden"),
+        ),
+    ),
+    rtol=1e-10,
+    atol=1e-12,
+    what_is_compared="(output, tiles computed)",
+)
+
+
+def causal_tiled_forward(learner: Any) -> Any:
+    """Grade ``causal_tiled_forward(q, k, v, block_q, block_k)`` → ``(out [..., T, d], tiles computed)``."""
+    return grade(CAUSAL_TILED_FORWARD, learner)
+
+
+# ----------------------------------------------------------------------------- Exercise 2: a KV cache in GiB
+_DTYPE_OF_SIZE = {1: torch.uint8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}
+
+
+def _kv_gib_truth(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    """The bytes of the tensors a cache holds (a key and a value tensor per layer, on the meta device), in GiB."""
+    shape, dtype = (batch, n_kv, tokens, head_dim), _DTYPE_OF_SIZE[bytes_per_value]
+    held = [torch.empty(shape, dtype=dtype, device="meta") for _layer in range(n_layer) for _kv in ("k", "v")]
+    return sum(t.nbytes for t in held) / 2**30
+
+
+def _kv_gib_library(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+    """minillm's GPTConfig.kv_cache_bytes, for a config with these key/value heads, in GiB."""
+    config = GPTConfig(n_layer=n_layer, n_head=n_kv, n_kv_head=n_kv, d_model=n_kv * head_dim, context_length=tokens)
+    return config.kv_cache_bytes(batch_size=batch, seq_len=tokens, bytes_per_value=bytes_per_value) / 2**30
+
+
+def _kv_gib_variant(*, tensors=2, unit=2**30, batch_counted=True, bytes_counted=True):
+    """The cache size with one thing written wrong."""
+
+    def kv_gib(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2):
+        values = tensors * n_layer * (batch if batch_counted else 1) * tokens * n_kv * head_dim
+        return values * (bytes_per_value if bytes_counted else 1) / unit
+
+    return kv_gib
+
+
+_KV_CASES = (  # n_layer, n_kv, head_dim, tokens, batch, bytes_per_value — an unlike case first: it tells mistakes apart
+    (12, 4, 64, 1000, 3, 4),
+    (32, 32, 128, 8192, 1, 2),
+    (32, 8, 128, 8192, 1, 2),
+)
+
+
+def _kv_case(n_layer, n_kv, head_dim, tokens, batch, bytes_per_value) -> Probe:
+    def run(implementation: Any):
+        return implementation(n_layer, n_kv, head_dim, tokens, batch=batch, bytes_per_value=bytes_per_value)
+
+    return Probe(
+        f"{n_layer} layers, {n_kv} KV heads of {head_dim}, {tokens} tokens, batch {batch}, {bytes_per_value} bytes",
+        run,
+    )
+
+
+KV_GIB = Build(
+    name="kv_gib",
+    what="the KV cache's size in GiB",
+    truth=_kv_gib_truth,
+    truth_name="the bytes of a key and a value tensor per layer (meta tensors)",
+    fallback=_kv_gib_library,
+    fallback_name="minillm's GPTConfig.kv_cache_bytes / 2**30",
+    probes=tuple(_kv_case(*case) for case in _KV_CASES),
+    mistakes=(
+        Mistake(
+            "the cache counted for K only, not K and V",
+            "every layer caches a key and a value for each token and KV head: the factor 2.",
+            _kv_gib_variant(tensors=1),
+        ),
+        Mistake(
+            "GB (10⁹ bytes) instead of GiB (2³⁰ bytes)",
+            "a GiB is 2**30 = 1,073,741,824 bytes.",
+            _kv_gib_variant(unit=10**9),
+        ),
+        Mistake(
+            "the batch left out",
+            "each sequence of the batch has its own cache: multiply by batch.",
+            _kv_gib_variant(batch_counted=False),
+        ),
+        Mistake(
+            "values counted, not bytes (bytes_per_value left out)",
+            "each cached value takes bytes_per_value bytes (2 in bf16).",
+            _kv_gib_variant(bytes_counted=False),
+        ),
+    ),
+    rtol=1e-9,
+    atol=1e-12,
+    what_is_compared="size in GiB",
+)
+
+
+def kv_gib(learner: Any) -> Any:
+    """Grade ``kv_gib(n_layer, n_kv, head_dim, tokens, batch=1, bytes_per_value=2)`` → the cache's GiB (a float)."""
+    return grade(KV_GIB, learner)

@@ -1,4 +1,5 @@
-"""Graders for notebook 13: word shingles, the Jaccard similarity, MinHash signatures and LSH banding.
+"""Graders for notebook 13: word shingles, the Jaccard similarity, MinHash signatures and LSH banding, and
+Exercise 2's answer (the banding that meets both probability targets with the fewest hashes).
 
 Each grader takes what the learner defined in the notebook and returns what the rest of the notebook should
 use: the learner's own version when it passes, ``minillm``'s otherwise. The wrong variants below are the
@@ -15,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from minillm.grading.core import Build, Mistake, Probe, grade
-from minillm.textdata import MinHasher, candidate_pairs, jaccard, normalize_text, shingles
+from minillm.textdata import MinHasher, candidate_pairs, candidate_probability, jaccard, normalize_text, shingles
 from minillm.textdata.minhash import PRIME
 
-BUILDS = ("my_shingles", "my_jaccard", "my_signature", "my_lsh_candidates")
+BUILDS = ("my_shingles", "my_jaccard", "my_signature", "my_lsh_candidates", "choose_banding")
 
 
 # --------------------------------------------------------------------------------------------------- shingles
@@ -452,3 +453,101 @@ LSH = Build(
 def my_lsh_candidates(learner: Any) -> Any:
     """Grade ``my_lsh_candidates(sigs, bands, rows) -> set of (i, j), i < j`` sharing at least one band."""
     return grade(LSH, learner)
+
+
+# ------------------------------------------------------------------------- Exercise 2: choosing the banding
+def _banding_case(high: float, p_high: float, low: float, p_low: float, max_hashes: int) -> Probe:
+    def run(choose_banding: Any) -> Any:
+        return choose_banding(high=high, p_high=p_high, low=low, p_low=p_low, max_hashes=max_hashes)
+
+    return Probe(f"P({high:g}) ≥ {p_high:g}, P({low:g}) ≤ {p_low:g}, b·r ≤ {max_hashes}", run)
+
+
+def _bandings(max_hashes: int) -> list[tuple[int, int]]:
+    """Every (b, r) with b·r ≤ max_hashes, fewest hashes first, then fewest bands."""
+    every = [(b, r) for b in range(1, max_hashes + 1) for r in range(1, max_hashes // b + 1)]
+    return sorted(every, key=lambda br: (br[0] * br[1], br[0]))
+
+
+def _found(s: float, b: int, r: int) -> float:
+    """The chance that a pair of Jaccard s shares at least one of b bands of r rows, 1 − (1 − s^r)^b (math)."""
+    return 1.0 - (1.0 - s**r) ** b
+
+
+def _first_banding(max_hashes, meets, order=_bandings):
+    return next(((b, r) for b, r in order(max_hashes) if meets(b, r)), None)
+
+
+def _banding_by_search(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    """The reference: every (b, r) in order of b·r, the first to meet both targets (its own closed form)."""
+    return _first_banding(max_hashes, lambda b, r: _found(high, b, r) >= p_high and _found(low, b, r) <= p_low)
+
+
+def _library_banding(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    """The same search with minillm.textdata.candidate_probability (the notebook's fallback)."""
+    meets = lambda b, r: (  # noqa: E731
+        candidate_probability(high, b, r) >= p_high and candidate_probability(low, b, r) <= p_low
+    )
+    return _first_banding(max_hashes, meets)
+
+
+def _banding_swapped(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    return _first_banding(max_hashes, lambda b, r: _found(high, r, b) >= p_high and _found(low, r, b) <= p_low)
+
+
+def _banding_high_only(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    return _first_banding(max_hashes, lambda b, r: _found(high, b, r) >= p_high)
+
+
+def _banding_low_only(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    return _first_banding(max_hashes, lambda b, r: _found(low, b, r) <= p_low)
+
+
+def _banding_last_match(high=0.8, p_high=0.99, low=0.3, p_low=0.05, max_hashes=256):
+    in_loop_order = lambda k: [(b, r) for b in range(1, k + 1) for r in range(1, k // b + 1)][::-1]  # noqa: E731
+    return _first_banding(
+        max_hashes, lambda b, r: _found(high, b, r) >= p_high and _found(low, b, r) <= p_low, order=in_loop_order
+    )
+
+
+BANDING = Build(
+    name="choose_banding",
+    what="the banding with the fewest hashes",
+    truth=_banding_by_search,
+    truth_name="a search over every (b, r) in order of b·r with 1 − (1 − s^r)^b",
+    fallback=_library_banding,
+    fallback_name="a search over every (b, r) with minillm.textdata.candidate_probability",
+    probes=(
+        _banding_case(0.8, 0.99, 0.3, 0.05, 256),
+        _banding_case(0.9, 0.95, 0.5, 0.1, 200),
+        _banding_case(0.7, 0.9, 0.2, 0.01, 400),
+    ),
+    mistakes=(
+        Mistake(
+            "bands and rows swapped",
+            "b is the number of bands and r the rows in each: P(s) = 1 − (1 − s^r)^b, and the answer is (b, r).",
+            _banding_swapped,
+        ),
+        Mistake(
+            "the low-similarity target left out",
+            "a banding must also keep pairs of Jaccard `low` out: P(low) ≤ p_low as well as P(high) ≥ p_high.",
+            _banding_high_only,
+        ),
+        Mistake(
+            "the high-similarity target left out",
+            "a banding must also find the near-duplicates: P(high) ≥ p_high as well as P(low) ≤ p_low.",
+            _banding_low_only,
+        ),
+        Mistake(
+            "the last match kept instead of the fewest hashes",
+            "among the bandings that meet both targets keep the one with the smallest b·r (e.g. min over (b·r, b, r)).",
+            _banding_last_match,
+        ),
+    ),
+    what_is_compared="(b, r)",
+)
+
+
+def choose_banding(learner: Any) -> Any:
+    """Grade ``choose_banding(high, p_high, low, p_low, max_hashes) -> (b, r)``: the fewest hashes b·r that work."""
+    return grade(BANDING, learner)
