@@ -206,3 +206,15 @@ def test_course_progress_lists_every_workbooks_builds(capsys):
     assert f"1/{n05}  ✓AdamWByHand ✗clip_grad_norm_by_hand ·warmup_cosine_by_hand" in out
     grading.reset_progress()
     assert progress.load() == {}
+
+
+def test_every_named_mistake_is_checked_by_its_notebooks_tests():
+    """Each mistake a grader names appears in tests/test_grading_nbNN.py, where a wrong implementation written
+    there (not taken from the grader) must get that name."""
+    from pathlib import Path
+
+    untested = []
+    for notebook, builds in grading.course_catalogue().items():
+        tests = (Path(__file__).parent / f"test_grading_nb{notebook[:2]}.py").read_text(encoding="utf-8")
+        untested += [(build.name, m.name) for build in builds for m in build.mistakes if m.name not in tests]
+    assert not untested, untested

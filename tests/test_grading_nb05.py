@@ -61,6 +61,32 @@ class DecayNotTimesLr(LearnerAdamW):
     decay_lr = False
 
 
+class StepCountedAfterUse(LearnerAdamW):
+    """Uses the step count before increasing it: the first bias correction divides by 1 − β⁰ = 0."""
+
+    @torch.no_grad()
+    def step(self):
+        for (p, wd), (m, v) in zip(self.items, self.state, strict=True):
+            p -= self.lr * wd * p
+            m.copy_(self.b1 * m + (1 - self.b1) * p.grad)
+            v.copy_(self.b2 * v + (1 - self.b2) * p.grad**2)
+            mh, vh = m / (1 - self.b1**self.steps), v / (1 - self.b2**self.steps)
+            p -= self.lr * mh / (torch.sqrt(vh) + self.eps)
+        self.steps += 1
+
+
+class EpsUnderTheRoot(LearnerAdamW):
+    @torch.no_grad()
+    def step(self):
+        self.steps += 1
+        for (p, wd), (m, v) in zip(self.items, self.state, strict=True):
+            p -= self.lr * wd * p
+            m.copy_(self.b1 * m + (1 - self.b1) * p.grad)
+            v.copy_(self.b2 * v + (1 - self.b2) * p.grad**2)
+            mh, vh = m / (1 - self.b1**self.steps), v / (1 - self.b2**self.steps)
+            p -= self.lr * mh / torch.sqrt(vh + self.eps)
+
+
 def test_adamw_reference_and_a_learners_correct_class_pass(capsys):
     assert_passes(nb05.adamw, torch.optim.AdamW, capsys)
     assert_passes(nb05.adamw, LearnerAdamW, capsys)
@@ -72,6 +98,8 @@ def test_adamw_reference_and_a_learners_correct_class_pass(capsys):
         (NoBiasCorrection, "AdamW without bias correction"),
         (AdamWithL2, "Adam + L2, not AdamW"),
         (DecayNotTimesLr, "weight decay not scaled by the learning rate"),
+        (StepCountedAfterUse, "the bias correction counted from t = 0"),
+        (EpsUnderTheRoot, "ε inside the square root"),
     ],
 )
 def test_adamw_names_the_mistake(wrong, name, capsys):
@@ -127,6 +155,14 @@ def clip_correct(params, max_norm):
     return norm
 
 
+@torch.no_grad()
+def clip_by_summed_norms(params, max_norm):
+    total = sum(float(p.grad.norm()) for p in params)
+    for p in params:
+        p.grad *= min(1.0, max_norm / (total + 1e-6))
+    return torch.tensor(total)
+
+
 def test_clip_reference_and_a_learners_version_pass(capsys):
     assert_passes(nb05.clip_grad_norm, torch.nn.utils.clip_grad_norm_, capsys)
     assert_passes(nb05.clip_grad_norm, clip_correct, capsys)
@@ -135,6 +171,7 @@ def test_clip_reference_and_a_learners_version_pass(capsys):
 def test_clip_names_the_mistakes(capsys):
     assert_fails(nb05.clip_grad_norm, clip_each_tensor, capsys, says="Looks like clipping each tensor by its own norm")
     assert_fails(nb05.clip_grad_norm, clip_also_grows, capsys, says="Looks like small gradients scaled up")
+    assert_fails(nb05.clip_grad_norm, clip_by_summed_norms, capsys, says="Looks like the norms of the tensors added up")
 
 
 def test_clip_stub_nan_and_wrong_return(capsys):
@@ -184,10 +221,28 @@ def cosine_to_zero(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     return max_lr * (1 + math.cos(math.pi * t)) / 2
 
 
+def cosine_from_step_zero(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps or step >= total_steps:
+        return cosine_correct(step, max_lr, warmup_steps, total_steps, min_lr)
+    t = step / total_steps  # progress measured from step 0, not from the end of warmup
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
+
+
+def cosine_past_the_end(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    t = (step - warmup_steps) / (total_steps - warmup_steps)  # no stop at total_steps: t > 1 climbs back up
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
+
+
 def test_schedule_reference_passes_and_mistakes_are_named(capsys):
     assert_passes(nb05.warmup_cosine, cosine_correct, capsys)
     assert_fails(nb05.warmup_cosine, warmup_starting_at_zero, capsys, says="Looks like warmup off by one step")
     assert_fails(nb05.warmup_cosine, cosine_to_zero, capsys, says="Looks like min_lr left out")
+    assert_fails(nb05.warmup_cosine, cosine_from_step_zero, capsys, says="Looks like the cosine started at step 0")
+    assert_fails(
+        nb05.warmup_cosine, cosine_past_the_end, capsys, says="Looks like the cosine rising again after total_steps"
+    )
 
 
 def test_schedule_wrong_type_and_raising(capsys):

@@ -48,6 +48,24 @@ def ring_reduce_scatter_only(tensors):
     return [torch.cat(p) for p in parts], sent
 
 
+def ring_gather_reuses_the_scatter_schedule(tensors):
+    """The all-gather sends the chunks the reduce-scatter sent, one step behind what each rank owns."""
+    n = len(tensors)
+    parts = [[c.clone() for c in t.chunk(n)] for t in tensors]
+    sent = [0] * n
+    for phase in ("scatter", "gather"):
+        for s in range(n - 1):
+            outbox = [(r, (r - 1 - s) % n) for r in range(n)]
+            payloads = [parts[r][c].clone() for r, c in outbox]
+            for (r, c), payload in zip(outbox, payloads, strict=True):
+                if phase == "scatter":
+                    parts[(r + 1) % n][c] += payload
+                else:
+                    parts[(r + 1) % n][c] = payload
+                sent[r] += len(payload)
+    return [torch.cat(p) for p in parts], sent
+
+
 def ring_that_averages(tensors):
     summed, sent = ring_correct(tensors)
     return [s / len(tensors) for s in summed], sent
@@ -83,6 +101,7 @@ def test_ring_reference_and_a_learners_version_pass(capsys):
         (ring_reduce_scatter_only, "the ring doing only the reduce-scatter half"),
         (ring_that_averages, "the mean instead of the sum"),
         (ring_gather_adds, "the all-gather adding instead of copying"),
+        (ring_gather_reuses_the_scatter_schedule, "the all-gather passing the wrong chunks"),
         (all_to_all, "every rank sending its whole tensor to every other"),
     ],
 )

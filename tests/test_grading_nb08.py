@@ -54,6 +54,15 @@ def decode_no_specials(bits, exponent_bits, mantissa_bits):
     return np.where(exponent == 0, sign * mantissa * 2.0 ** (1 - bias), normal)
 
 
+def decode_subnormals_one_binade_low(bits, exponent_bits, mantissa_bits):
+    bias = 2 ** (exponent_bits - 1) - 1
+    exponent = (bits >> mantissa_bits) & (2**exponent_bits - 1)
+    sign = np.where((bits >> (exponent_bits + mantissa_bits)) & 1, -1.0, 1.0)
+    mantissa = (bits & (2**mantissa_bits - 1)) / 2.0**mantissa_bits
+    subnormal = sign * mantissa * 2.0 ** (-bias)  # should be 2^(1 − bias): half of every subnormal
+    return np.where(exponent == 0, subnormal, decode_correct(bits, exponent_bits, mantissa_bits))
+
+
 def decode_magnitude_only(bits, exponent_bits, mantissa_bits):
     return np.abs(decode_correct(bits, exponent_bits, mantissa_bits))
 
@@ -68,6 +77,7 @@ def test_decode_reference_and_a_learners_version_pass(capsys):
     [
         (decode_without_subnormals, "exponent 0 read as a normal number"),
         (decode_bias_too_large, "the bias off by one"),
+        (decode_subnormals_one_binade_low, "subnormals scaled by 2^−bias"),
         (decode_no_specials, "the all-ones exponent read as a number"),
         (decode_magnitude_only, "the sign bit ignored"),
     ],
@@ -142,6 +152,20 @@ class ScalerTotalCount:
             self.scale /= 2
 
 
+class ScalerCountdownNotRestarted(ScalerCorrect):
+    """After growing once it never restarts its countdown, so it never grows again (until an overflow)."""
+
+    def step_and_update(self, grads_are_finite, do_step):
+        if not grads_are_finite:
+            self.scale *= 0.5
+            self.left = self.growth_interval
+            return
+        do_step()
+        self.left -= 1
+        if self.left == 0:
+            self.scale *= 2.0
+
+
 class ScalerGrowsLate(ScalerCorrect):
     def __init__(self, scale=2.0**16, growth_interval=2000):
         super().__init__(scale, growth_interval + 1)  # grows after growth_interval + 1 clean steps
@@ -159,6 +183,7 @@ def test_scaler_reference_and_a_learners_version_pass(capsys):
         (ScalerNeverBacksOff, "no back-off on overflow"),
         (ScalerTotalCount, "the clean-step count not reset after an overflow"),
         (ScalerGrowsLate, "the scale grown one step late"),
+        (ScalerCountdownNotRestarted, "the clean-step count not reset after growing"),
     ],
 )
 def test_scaler_names_the_mistake(wrong, name, capsys):

@@ -353,6 +353,11 @@ def clip_none(logp, old_logp, adv, eps=0.2):
     return (logp - old_logp).exp() * adv
 
 
+def clip_the_product(logp, old_logp, adv, eps=0.2):
+    product = (logp - old_logp).exp() * adv
+    return torch.min(product, product.clamp(1 - eps, 1 + eps))  # clamps ρ·Â, not ρ
+
+
 def test_clip_reference_and_a_learners_version_pass(capsys):
     assert_passes(nb10.clip_objective, nb10.CLIP.truth, capsys)
     assert_passes(nb10.clip_objective, clip_correct, capsys)
@@ -364,6 +369,7 @@ def test_clip_reference_and_a_learners_version_pass(capsys):
         (clip_without_min, "the ratio clipped without the min"),
         (clip_max, "max instead of min (the optimistic bound)"),
         (clip_none, "no clipping at all"),
+        (clip_the_product, "ρ·Â clipped instead of ρ"),
         (lambda logp, old, adv, eps=0.2: clip_correct(old, logp, adv, eps), "the ratio upside down"),
         (
             lambda logp, old, adv, eps=0.2: -clip_correct(logp, old, adv, eps),
