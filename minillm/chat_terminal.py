@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
+import os
+import select
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -405,7 +407,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     while True:
         try:
             if interactive:
-                line = input("you> ")
+                line = _read_line("you> ")
             else:
                 line = stdin.readline()
                 if not line:
@@ -422,6 +424,22 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
                 return 0
         except KeyboardInterrupt:  # Ctrl-C before the reply began (loading a model, encoding the prompt)
             session.say(" [stopped]")
+
+
+def _read_line(prompt: str) -> str:
+    """``input(prompt)``, but a Ctrl-C is noticed at once: the terminal's SIGINT may land on one of torch's worker
+    threads, which does not interrupt the main thread's blocking read, so on POSIX the read waits in short
+    ``select`` slices and Python checks for the signal between them."""
+    if os.name != "posix":
+        return input(prompt)
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    while not select.select([sys.stdin], [], [], 0.1)[0]:
+        pass
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
 
 
 def _shipped(name: str) -> bool:
