@@ -384,27 +384,7 @@ class GPT(nn.Module):
         With ``eos_id`` a sequence stops at its first eos (later positions are filled with eos) and
         generation ends early when all have stopped. Runs in eval mode (no dropout), then restores.
         """
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
-        limit = self.config.context_length
-        self._check_ids(idx, 0, check_length=False)
-        self._check_vocab(idx)
-        vocab = self.config.vocab_size
-        if eos_id is not None and not (
-            isinstance(eos_id, int) and not isinstance(eos_id, bool) and 0 <= eos_id < vocab
-        ):
-            raise ValueError(f"eos_id must be a token id in [0, {vocab}) or None, got {eos_id!r}")  # else never stops
-        if not crop and idx.shape[1] > limit:
-            raise ValueError(
-                f"prompt of {idx.shape[1]} tokens is longer than the context length {limit}; "
-                f"pass crop=True to keep only its last {limit} tokens"
-            )
-        if not crop and idx.shape[1] + max_new_tokens > limit:
-            raise ValueError(
-                f"prompt of {idx.shape[1]} tokens + max_new_tokens={max_new_tokens} exceeds the context length "
-                f"{limit}; shorten it or pass crop=True to keep only the last {limit} tokens as context"
-            )
-        _check_sampling(temperature, top_k, top_p)
+        self._check_generation(idx, max_new_tokens, temperature, top_k, top_p, crop, eos_id)
         out = idx
         for next_id in self._decode(idx, max_new_tokens, temperature, top_k, top_p, generator, eos_id):
             out = torch.cat([out, next_id[:, None].to(out.dtype)], dim=1)
@@ -426,19 +406,45 @@ class GPT(nn.Module):
         new tokens must fit in the context."""
         if idx.dim() != 2 or idx.shape[0] != 1:
             raise ValueError(f"stream takes one prompt of shape [1, T], got {tuple(idx.shape)}")
-        limit = self.config.context_length
-        if idx.shape[1] + max_new_tokens > limit:
-            raise ValueError(
-                f"prompt of {idx.shape[1]} tokens + max_new_tokens={max_new_tokens} exceeds the context length {limit}"
-            )
-        self._check_ids(idx, 0, check_length=False)
-        self._check_vocab(idx)
-        _check_sampling(temperature, top_k, top_p)
+        self._check_generation(idx, max_new_tokens, temperature, top_k, top_p, False, eos_id)
         for next_id in self._decode(idx, max_new_tokens, temperature, top_k, top_p, generator, eos_id):
             token = int(next_id[0])
             if token == eos_id:
                 return
             yield token
+
+    def _check_generation(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        crop: bool,
+        eos_id: int | None,
+    ) -> None:
+        """The arguments of :meth:`generate` and :meth:`stream`, checked once per call (not once per token)."""
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        limit = self.config.context_length
+        self._check_ids(idx, 0, check_length=False)
+        self._check_vocab(idx)
+        vocab = self.config.vocab_size
+        if eos_id is not None and not (
+            isinstance(eos_id, int) and not isinstance(eos_id, bool) and 0 <= eos_id < vocab
+        ):
+            raise ValueError(f"eos_id must be a token id in [0, {vocab}) or None, got {eos_id!r}")  # else never stops
+        if not crop and idx.shape[1] > limit:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} tokens is longer than the context length {limit}; "
+                f"pass crop=True to keep only its last {limit} tokens"
+            )
+        if not crop and idx.shape[1] + max_new_tokens > limit:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} tokens + max_new_tokens={max_new_tokens} exceeds the context length "
+                f"{limit}; shorten it or pass crop=True to keep only the last {limit} tokens as context"
+            )
+        _check_sampling(temperature, top_k, top_p)
 
     def _decode(
         self,

@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 
@@ -46,11 +46,6 @@ class NotWrittenYet(Exception):
             "run the cell, then run the grading cell below it"
         )
         self.what = what
-
-
-def your_code_here(what: str) -> NoReturn:
-    """The one line a workbook stub's body holds (the generator writes ``raise NotWrittenYet(...)`` instead)."""
-    raise NotWrittenYet(what)
 
 
 @dataclass(frozen=True)
@@ -98,7 +93,6 @@ class Result:
 
     build: str
     passed: bool
-    status: str  # "passed", "not written", "raised", "wrong"
     message: str
     mistake: str | None = None
     lines: list[str] = field(default_factory=list)
@@ -232,25 +226,22 @@ def _observe(implementation: Any, probe: Probe) -> tuple[Any, BaseException | No
 
 def _check(build: Build, learner: Any) -> Result:
     if learner is None:
-        return Result(build.name, False, "not written", f"{build.name} is not written yet")
+        return Result(build.name, False, f"{build.name} is not written yet")
     for probe in build.probes:
         want, error = _observe(build.truth, probe)
         if error is not None:  # a broken grader is the course's bug: say so plainly, still never block
-            return Result(
-                build.name, False, "grader", f"the grader's reference failed on {probe.name!r}: {_one_line(error)}"
-            )
+            return Result(build.name, False, f"the grader's reference failed on {probe.name!r}: {_one_line(error)}")
         got, error = _observe(learner, probe)
         if isinstance(error, NotWrittenYet):
-            return Result(build.name, False, "not written", f"{error.what} is not written yet")
+            return Result(build.name, False, f"{error.what} is not written yet")
         if error is not None:
-            return Result(build.name, False, "raised", f"on {probe.name}: raised {_one_line(error)}")
+            return Result(build.name, False, f"on {probe.name}: raised {_one_line(error)}")
         problem = differences(got, want, build.rtol, build.atol)
         if problem is None:
             continue
         result = Result(
             build.name,
             False,
-            "wrong",
             f"on {probe.name}: the {build.what_is_compared} — {problem} (reference: {build.truth_name})",
         )
         for mistake in build.mistakes:
@@ -262,7 +253,7 @@ def _check(build: Build, learner: Any) -> Result:
         return result
     cases = len(build.probes)
     return Result(
-        build.name, True, "passed", f"{build.what} matches {build.truth_name} on {cases} probe case{'s' * (cases != 1)}"
+        build.name, True, f"{build.what} matches {build.truth_name} on {cases} probe case{'s' * (cases != 1)}"
     )
 
 
@@ -275,7 +266,7 @@ def grade(build: Build, learner: Any) -> Any:
         try:
             result = _check(build, learner)
         except Exception as error:  # pragma: no cover - the engine itself must never stop a notebook
-            result = Result(build.name, False, "grader", f"the grader failed: {_one_line(error)}")
+            result = Result(build.name, False, f"the grader failed: {_one_line(error)}")
     _report(result, build)
     return learner if result.passed else build.fallback
 

@@ -36,11 +36,30 @@ def load() -> dict[str, dict[str, bool]]:
     }
 
 
-def _write(builds: dict[str, dict[str, dict]]) -> None:
+def _stored() -> dict[str, dict[str, dict]] | None:
+    """The file's builds table: empty when there is no file, None when it exists but cannot be read as this format."""
+    path = progress_file()
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT or not isinstance(data.get("builds"), dict):
+            return None
+        return {k: dict(v) for k, v in data["builds"].items() if isinstance(v, dict)}
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _raw() -> dict[str, dict[str, dict]]:
+    return _stored() or {}
+
+
+def _write(builds: dict[str, dict[str, dict]], unreadable: bool) -> None:
+    """Replace the file atomically; an ``unreadable`` one is first set aside, never overwritten."""
     path = progress_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and not _readable(path):
+        if unreadable:
             os.replace(path, path.with_name(path.name + ".unreadable"))
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".progress.", suffix=".tmp", delete=False) as f:
             json.dump({"format": FORMAT, "builds": builds}, f, indent=1, sort_keys=True)
@@ -49,30 +68,13 @@ def _write(builds: dict[str, dict[str, dict]]) -> None:
         print(f"(progress not saved: {error})", file=sys.stderr)
 
 
-def _readable(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("builds"), dict)
-    except (OSError, ValueError):
-        return False
-
-
-def _raw() -> dict[str, dict[str, dict]]:
-    """The file's builds table as stored, or empty when it is missing or not this format."""
-    try:
-        data = json.loads(progress_file().read_text(encoding="utf-8"))
-        builds = data["builds"] if data.get("format") == FORMAT else {}
-        return {k: dict(v) for k, v in builds.items() if isinstance(v, dict)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
-
-
 def record(notebook: str, build: str, passed: bool) -> None:
     """Remember the latest verdict for one build."""
-    builds = _raw()
+    stored = _stored()
+    builds = stored or {}
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     builds.setdefault(notebook, {})[build] = {"passed": bool(passed), "when": when}
-    _write(builds)
+    _write(builds, unreadable=stored is None)
 
 
 def reset(notebook: str | None = None) -> None:
@@ -83,6 +85,6 @@ def reset(notebook: str | None = None) -> None:
         except FileNotFoundError:
             pass
         return
-    builds = _raw()
+    builds = _raw()  # an unreadable file holds nothing to forget: left as it is
     if builds.pop(notebook, None) is not None:
-        _write(builds)
+        _write(builds, unreadable=False)
