@@ -257,6 +257,7 @@ def test_in_a_terminal_replies_stream_ctrl_c_stops_one_and_ctrl_d_leaves():
     if pid == 0:  # the child: the chat, attached to the pseudo-terminal
         os.chdir(ROOT)
         os.environ["OMP_NUM_THREADS"] = "1"
+        os.nice(19)  # on a busy machine the chat, not this reader, waits: a reply is still being written at the ^C
         os.execv(sys.executable, [sys.executable, "-m", "minillm", "chat", "--model", "sft", "--max-new-tokens", "200"])
     try:
         _read_until(fd, b"you> ", 120)
