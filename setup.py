@@ -1,5 +1,5 @@
 """Build hook: the wheel carries the course's base checkpoint (``data/base_long``) and its chat models
-(``data/posttrain/sft``, ``data/aligned`` where present) as package data, for ``minillm chat``.
+(``data/posttrain/sft`` and ``data/posttrain/aligned``) as package data, for ``minillm chat``.
 
 Why: ``python -m minillm --preset demo`` post-trains that checkpoint, and a practitioner who installs the wheel
 has no clone. Outside a clone ``minillm.paths.data_dir`` regenerates the course's text data and copies this
@@ -12,7 +12,8 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHIPPED_CHECKPOINTS = ("base_long", "posttrain/sft", "aligned")  # the demo's start; what `minillm chat` talks to
+# the demo's start, and what `minillm chat` talks to
+SHIPPED_CHECKPOINTS = ("base_long", "posttrain/sft", "posttrain/aligned")
 
 
 class BuildPyWithCheckpoints(build_py):

@@ -34,7 +34,7 @@ from minillm.model import GPT
 from minillm.tokenizer import BPETokenizer
 
 #: The checkpoints the course ships, by the name ``--model`` and ``/compare`` take (folders under ``data/``).
-SHIPPED = {"base": "base_long", "sft": "posttrain/sft", "aligned": "aligned"}
+SHIPPED = {"base": "base_long", "sft": "posttrain/sft", "aligned": "posttrain/aligned"}
 MIN_REPLY_TOKENS = 16  # a prompt that leaves less room than this for the reply is refused
 
 HELP = """commands:

@@ -189,6 +189,17 @@ def test_scripted_stdin_chats_and_leaves_at_end_of_input():
     assert "Traceback" not in done.stderr
 
 
+def test_the_default_is_the_shipped_aligned_model_and_compare_scores_all_three():
+    prompt = eval_prompts(1, seed=7, kinds=("story",))[0]  # one line, as typed; the gold scorer knows the task
+    script = f"/compare base sft aligned\n{prompt}\n"
+    done = _run("--temperature", "0", "--max-new-tokens", "120", stdin=script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("minillm chat with aligned (") and "posttrain/aligned" in done.stdout
+    for name in ("base", "sft", "aligned"):
+        assert f"[{name}] " in done.stdout
+    assert done.stdout.count("gold score") == 3 and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("damage", ["missing", "a file", "no config", "flipped byte", "wrong tokenizer", "garbage"])
 def test_a_model_that_cannot_be_used_is_one_error_line(tmp_path, damage):
     folder = tmp_path / "model"

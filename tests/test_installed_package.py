@@ -60,8 +60,8 @@ def test_the_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path) -> None:
         story = "Tell me a story about Tom and a ball.\n"
         return subprocess.run(command, input=story, cwd=empty, env=env, capture_output=True, text=True, timeout=600)
 
-    shipped, own = chat(), chat("--model", "run/sft")  # the wheel's SFT model, and the one the demo just trained
-    assert shipped.returncode == 0 and shipped.stdout.startswith("minillm chat with sft ("), shipped.stderr[-2000:]
+    shipped, own = chat(), chat("--model", "run/sft")  # the wheel's aligned model, and the SFT model the demo trained
+    assert shipped.returncode == 0 and shipped.stdout.startswith("minillm chat with aligned ("), shipped.stderr[-2000:]
     assert own.returncode == 0 and own.stdout.startswith(f"minillm chat with sft ({empty / 'run' / 'sft' / 'model'}")
 
     course = minillm("-m", "minillm", "--preset", "course", "--run-dir", "run2")

@@ -19,7 +19,7 @@ POSTTRAIN = ROOT / "data" / "posttrain"
 RESULT_FILES = (
     "sft.json", "reward_model.json", "reward_model_onpolicy.json", "rlhf.json", "dpo.json", "dpo_onpolicy.json",
 )  # fmt: skip
-MODEL_FOLDERS = ("sft", "rm", "rm_onpolicy")
+MODEL_FOLDERS = ("sft", "rm", "rm_onpolicy", "aligned")
 
 
 def _run(out: Path, *flags: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,8 @@ from) are committed in ``data/posttrain/``::
 
 Stages: ``sft`` (base vs SFT at a low and a high learning rate), ``rm`` (a reward model of the preference
 set), ``rm_onpolicy`` (one of the SFT model's own samples), ``rlhf`` (PPO/GRPO runs against them, reward
-hacking, a gold-reward control), ``dpo`` and ``dpo_onpolicy``. Each stage needs only what the stages before it
+hacking, a gold-reward control), ``dpo`` and ``dpo_onpolicy`` (which also keeps its model in ``aligned/``: the
+course's aligned model, the one ``minillm chat`` talks to). Each stage needs only what the stages before it
 wrote, so ``rm`` and ``rm_onpolicy`` (and RLHF runs, one ``--runs`` name per process) can run side by side.
 Every file written records the command, this module's SHA-256 and the git commit (``provenance``), and a test
 fails when the committed results no longer match this module.
@@ -40,14 +41,17 @@ import torch
 
 from minillm import chat, sft
 from minillm.alignment import reward_model, rlhf, training
+from minillm.batches import pad_chat
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
+from minillm.evaluation import GoldReplies, greedy_gold, sampled_gold
 from minillm.experiments.provenance import provenance
+from minillm.generation import generate_responses
 from minillm.model import GPT
 from minillm.paths import data_dir
 from minillm.run_folder import RunFolderError, write_record
 from minillm.seed import seed_everything
-from minillm.tasks import CUE, eval_prompts, gold_score, gold_score_details, parse_prompt
+from minillm.tasks import CUE, eval_prompts, gold_score, parse_prompt
 from minillm.tokenizer import BPETokenizer
 
 STAGES = ("sft", "rm", "rm_onpolicy", "rlhf", "dpo", "dpo_onpolicy")
@@ -199,18 +203,9 @@ class PosttrainRuns:
         prompts = [p for p in eval_prompts(3 * self.sizes.n_eval, seed=0) if self.fits(tokenizer, context, p, 24)]
         return prompts[: self.sizes.n_eval]
 
-    def eval_samples(self, model: GPT, tokenizer: BPETokenizer, prompts: list[str]) -> tuple[list[str], list[str]]:
-        """n_samples replies per prompt at temperature 1 (fixed seed): the prompts repeated, and the replies."""
-        repeated = [p for p in prompts for _ in range(self.sizes.n_samples)]
-        sampled = chat.generate_responses(
-            model,
-            tokenizer,
-            repeated,
-            max_new_tokens=self.sizes.eval_max_new,
-            temperature=1.0,
-            generator=torch.Generator(device=next(model.parameters()).device).manual_seed(1234),
-        )
-        return repeated, sampled
+    def eval_samples(self, model: GPT, tokenizer: BPETokenizer, prompts: list[str]) -> GoldReplies:
+        """n_samples replies per prompt at temperature 1 (generator seed 1234), with their gold scores."""
+        return sampled_gold(model, tokenizer, prompts, self.sizes.n_samples, self.sizes.eval_max_new, seed=1234)
 
     def mean_proxy(self, rm, tokenizer: BPETokenizer, prompts: list[str], sampled: list[str]) -> float:
         """Mean reward-model score of eval_samples' replies (n_samples per prompt, in order)."""
@@ -225,11 +220,9 @@ class PosttrainRuns:
         measured on too (``gold_sampled``: n_samples per prompt, fixed seed); greedy replies are reported beside.
         With a reward model ``rm``, the samples' mean proxy reward is reported too (``proxy_sampled``).
         """
-        replies = chat.generate_responses(model, tokenizer, prompts, max_new_tokens=self.sizes.eval_max_new)
-        repeated, sampled = self.eval_samples(model, tokenizer, prompts)
-        sampled_scores = [gold_score(p, r) for p, r in zip(repeated, sampled, strict=True)]
-        details = [gold_score_details(p, r) for p, r in zip(prompts, replies, strict=True)]
-        scores = [d["total"] for d in details]
+        greedy = greedy_gold(model, tokenizer, prompts, self.sizes.eval_max_new)
+        samples = self.eval_samples(model, tokenizer, prompts)
+        replies, scores, sampled, sampled_scores = greedy.replies, greedy.scores, samples.replies, samples.scores
         kinds = ["story" if parse_prompt(p)["kind"] == "story" else "qa" for p in prompts]
         by_kind = {
             k: sum(s for s, kk in zip(scores, kinds, strict=True) if kk == k) / max(1, kinds.count(k))
@@ -237,14 +230,14 @@ class PosttrainRuns:
         }
         return {
             "proxy_sampled": None if rm is None else self.mean_proxy(rm, tokenizer, prompts, sampled),
-            "gold": _mean(scores),
+            "gold": greedy.mean,
             "gold_by_kind": by_kind,
             "scores": scores,
             "replies": replies,
             "words": [len(r.split()) for r in replies],
             "cue_count": [r.count(CUE) for r in replies],
             "val_loss": sft.lm_validation_loss(model, stream, model.config.context_length),
-            "gold_sampled": _mean(sampled_scores),
+            "gold_sampled": samples.mean,
             "sampled_scores": sampled_scores,
             "sampled_words": [len(r.split()) for r in sampled],
             "sampled_cue_count": [r.count(CUE) for r in sampled],
@@ -307,7 +300,7 @@ class PosttrainRuns:
         """onpolicy_samples samples (temperature 1) from ``policy`` per prompt, each with its gold score."""
         n = self.sizes.onpolicy_samples
         repeated = [p for p in prompts for _ in range(n)]
-        responses = chat.generate_responses(
+        responses = generate_responses(
             policy,
             tok,
             repeated,
@@ -531,7 +524,7 @@ class PosttrainRuns:
 
         if "reference" in wanted:
             # the starting point of every run: the SFT model's evaluation samples, scored by each reward model
-            repeated, sampled = self.eval_samples(reference, tok, eval_prompts_)
+            sampled = self.eval_samples(reference, tok, eval_prompts_).replies
             proxies = {
                 key: self.mean_proxy(reward_model.load_reward_model(self.out / folder)[0], tok, eval_prompts_, sampled)
                 for key, (folder, _) in REWARDS.items()
@@ -591,9 +584,14 @@ class PosttrainRuns:
     # ------------------------------------------------------------------------------------- DPO
     def stage_dpo(self, pairs: str = "preference") -> None:
         """DPO from the SFT model on the preference set, or (``pairs="onpolicy"``) on the comparisons of the SFT
-        model's own samples that the RLHF runs' reward model learned from — the like-for-like comparison."""
+        model's own samples that the RLHF runs' reward model learned from — the like-for-like comparison.
+
+        The on-policy DPO model is the course's aligned model (the best short of the gold-reward control, and the
+        one ``minillm chat`` talks to): it is kept in ``aligned/``. The preference-set model is read by nothing.
+        """
         name = "dpo_onpolicy.json" if pairs == "onpolicy" else "dpo.json"
-        self._refuse_existing(name)
+        for existing in (name, "aligned") if pairs == "onpolicy" else (name,):
+            self._refuse_existing(existing)
         s = self.sizes
         reference, tok = self.load_model(self.out / "sft")
         context = reference.config.context_length
@@ -636,7 +634,12 @@ class PosttrainRuns:
             "provenance": self.provenance,
         }
         log(f"DPO ({pairs}): held-out {results['val']}, eval gold {results['eval']['gold']:.3f}")
-        self.write_json(name, results)  # the DPO model itself is read by nothing: its samples are in the JSON
+        if pairs == "onpolicy":
+            metadata = self._metadata("dpo_onpolicy", method="DPO on comparisons of the SFT model's own samples",
+                                      **results["config"], eval_gold=results["eval"]["gold"],
+                                      eval_gold_sampled=results["eval"]["gold_sampled"])  # fmt: skip
+            save_pretrained(self.out / "aligned", policy, tok, metadata)
+        self.write_json(name, results)
 
     def run(self, stage: str, runs: list[str] | None = None) -> None:
         if stage == "rlhf":
@@ -652,7 +655,7 @@ def rm_scores(rm, tok: BPETokenizer, prompt: str, responses: list[str]) -> list[
     """A reward model's scores of several responses to one prompt."""
     pad = chat.special_token_id(tok, chat.END)
     encoded = [chat.encode_response(prompt, r, tok) for r in responses]
-    ids, mask = chat.pad_chat(encoded, pad, max_len=rm.trunk.config.context_length)
+    ids, mask = pad_chat(encoded, pad, max_len=rm.trunk.config.context_length)
     return rm(ids, mask).tolist()
 
 
