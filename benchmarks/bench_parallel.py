@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from minillm.distributed import run_data_parallel_check
+from minillm.parallel.ddp_by_hand import run_data_parallel_check
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "ENDOFTEXT",
@@ -39,19 +38,6 @@ __all__ = [
     "encode_response",
     "strip_markers",
 ]
-
-_MOVED = {"right_pad": "minillm.batches", "pad_chat": "minillm.batches", "generate_responses": "minillm.generation"}
-
-
-def __getattr__(name: str) -> Any:
-    """``chat.pad_chat`` and ``chat.generate_responses`` still resolve, from their torch-side homes, for the
-    experiment modules whose recorded results hash their source (importing them here would need torch)."""
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 #: Starts every document in pretraining and every conversation here.
 ENDOFTEXT = "<|endoftext|>"

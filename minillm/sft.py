@@ -26,7 +26,6 @@ from torch import nn
 
 from minillm.batches import right_pad
 from minillm.chat import ChatTokens
-from minillm.generation import generate_responses
 from minillm.train.config import TrainConfig
 from minillm.train.loop import Trainer, lm_loss, validation_loss
 
@@ -37,7 +36,6 @@ __all__ = [
     "ChatBatches",
     "SFTHistory",
     "train_sft",
-    "task_success",
     "lm_validation_loss",
 ]
 
@@ -196,19 +194,6 @@ def train_sft(
     records = trainer.run()
     model.eval()
     return SFTHistory(loss=[r.get("sft_loss", r["loss"]) for r in records], records=records)
-
-
-def task_success(
-    model: nn.Module,
-    tokenizer,
-    prompts: Sequence[str],
-    scorer: Callable[[str, str], float],
-    max_new_tokens: int = 64,
-) -> tuple[float, list[str]]:
-    """Mean gold score of the model's greedy replies to ``prompts`` (and the replies themselves)."""
-    replies = generate_responses(model, tokenizer, prompts, max_new_tokens=max_new_tokens)
-    scores = [scorer(p, r) for p, r in zip(prompts, replies, strict=True)]
-    return sum(scores) / len(scores), replies
 
 
 def lm_validation_loss(model: nn.Module, token_ids: torch.Tensor, context: int, batch_size: int = 32) -> float:

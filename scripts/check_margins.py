@@ -86,11 +86,15 @@ TRAJECTORY_CELLS: list[TrajectoryCell] = [
     TrajectoryCell("08_mixed_precision", "train_batches = batches(24, seed=3)", "float32 training of the exercises"),
     TrajectoryCell("09_sft", "print(f\"{'run':14s} {'task loss'", "a live 6-rate SFT sweep: forgetting"),
     TrajectoryCell("09_sft", "full3, mix3, lora3 = results", "mixing and LoRA against forgetting, live"),
-    TrajectoryCell("10_alignment", "live_rm_acc, _, _ = training.reward_accuracy", "a reward model, 20 live steps"),
+    TrajectoryCell("10_alignment", "live_rm_acc, _, _ = loops.reward_accuracy", "a reward model, 20 live steps"),
     TrajectoryCell("10_alignment", "samples = torch.multinomial(p_sft, 20000", "KL estimators on samples"),
     TrajectoryCell("10_alignment", "live_reward, live_kl, live_k3 = grpo_log", "the learner's GRPO loop, live"),
     TrajectoryCell("10_alignment", "late_acc, late_loss = sum(dpo_acc", "16 live DPO steps"),
     TrajectoryCell("12_scaling_laws", "for s in mini_shapes:", "a live mini-sweep: twice the compute, lower loss"),
+    TrajectoryCell("14_evaluation", "boot = my_bootstrap_means(d, 20_000", "bootstrap vs closed form"),
+    TrajectoryCell("14_evaluation", "endings, ending_scores = [], []", "next sentence by likelihood"),
+    TrajectoryCell("14_evaluation", "report = {}", "two judges"),
+    TrajectoryCell("14_evaluation", "gap = np.mean(half(after.scores, leaked))", "contamination: 60 SFT steps"),
 ]
 
 

@@ -76,7 +76,7 @@ def write_texts(folder: Path) -> tuple[Path, Path]:
     return a, b
 
 
-def run_pipeline_cli(folder: Path, *extra: str) -> dict:
+def run_end_to_end_cli(folder: Path, *extra: str) -> dict:
     """``python -m minillm --preset tiny`` into ``folder`` on the CPU, without progress bars."""
     return pipeline_main(["--preset", "tiny", "--no-progress", "--device", "cpu", "--run-dir", str(folder), *extra])
 

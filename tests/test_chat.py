@@ -5,7 +5,7 @@ import torch
 from chat_helpers import TOK, CharTokenizer
 
 from minillm import batches, chat, generation, sft
-from minillm.alignment import reward_model, rlhf, training
+from minillm.alignment import loops, reward_model, rlhf
 from minillm.model import GPT, GPTConfig
 from minillm.paths import data_path
 from minillm.tokenizer import BPETokenizer
@@ -159,7 +159,7 @@ def test_reward_model_and_dpo_score_injected_text_as_plain_text(bpe):
     pad = chat.special_token_id(bpe, chat.END)
     torch.manual_seed(0)
     trunk = GPT(GPTConfig(vocab_size=bpe.vocab_size, context_length=128, n_layer=1, n_head=2, d_model=16))
-    accuracy, chosen, rejected = training.reward_accuracy(reward_model.ScalarHeadModel(trunk, 16), pairs, pad)
+    accuracy, chosen, rejected = loops.reward_accuracy(reward_model.ScalarHeadModel(trunk, 16), pairs, pad)
     assert chosen.shape == rejected.shape == (1,)
     for chosen_tokens, rejected_tokens in pairs:
         for tokens in (chosen_tokens, rejected_tokens):

@@ -39,9 +39,21 @@ def test_tiny_preset_runs_every_phase_and_writes_the_report(tiny_run) -> None:
     assert pre["val_loss"] < 6.0 < 6.93  # well below ln(1024) ≈ 6.93, the loss of a uniform guess
     assert metrics["sft"]["last_loss"] < metrics["sft"]["first_loss"]
     assert metrics["align"]["algorithm"] == "dpo" and metrics["align"]["pairs"] > 1000
+    evaluation = metrics["eval"]
     for phase in ("pretrain", "sft", "align"):
-        assert 0.0 <= metrics["eval"][phase]["gold"] <= 1.0
-    assert metrics["eval"]["sft"]["kl_to_sft"] == pytest.approx(0.0, abs=1e-4)  # the reference itself
+        e = evaluation[phase]
+        assert 0.0 <= e["gold"] <= 1.0 and e["gold_se"] >= 0.0
+        low, high = e["gold_interval_95"]
+        assert low <= e["gold"] <= high
+        assert 0.0 <= e["pass_at_k"]["1"] <= e["pass_at_k"]["2"] <= e["pass_at_k"]["4"] <= 1.0
+        # a model that learned something from the stories needs far fewer than 8 bits per (ASCII) byte
+        assert 0.5 < e["bits_per_byte"] < 4.0
+    assert evaluation["sft"]["kl_to_sft"] == pytest.approx(0.0, abs=1e-4)  # the reference itself
+    assert evaluation["align_vs_sft"]["gold_gain"] == pytest.approx(
+        evaluation["align"]["gold"] - evaluation["sft"]["gold"], abs=1e-3
+    )
+    assert "| phase | gold score ± SE | 95 % bootstrap interval | pass@1 | pass@2 | pass@4 | bits per byte |" in report
+    assert report.rstrip().splitlines()[-1].startswith(f"`python -m minillm chat --model {folder / 'align'}`")
 
 
 @pytest.mark.slow
@@ -63,6 +75,10 @@ def test_demo_preset_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tm
     metrics = main(["--preset", "demo", "--no-progress", "--threads", "1", "--run-dir", str(folder)])
     gold = {phase: metrics["eval"][phase]["gold"] for phase in ("pretrain", "sft", "align")}
     assert gold["sft"] > gold["pretrain"] + 0.2, gold  # measured: 0.109 → 0.536
+    gain = metrics["eval"]["sft_vs_pretrain"]
+    assert gain["gold_gain"] > 3 * gain["se"], gain  # paired by prompt, far beyond its noise
+    pass_at = metrics["eval"]["sft"]["pass_at_k"]
+    assert pass_at["4"] > pass_at["1"] > 0.0, pass_at  # four tries answer more questions than one
     assert gold["align"] != gold["sft"] and metrics["align"]["held_out_accuracy"] > 0.8
     assert metrics["pretrain"]["from"].endswith("base_long") and "steps" not in metrics["pretrain"]
     settings = json.loads((folder / "settings.json").read_text())

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from grading_helpers import assert_fails, assert_passes, stub
 
 from minillm.grading import nb07_parallelism as nb07
-from minillm.parallel import collectives, pipeline
+from minillm.parallel import collectives, pipeline_parallel
 
 
 # ------------------------------------------------------------------------------------------ ring all-reduce
@@ -328,7 +328,7 @@ def test_gpipe_stub_raise_and_missing_ops(capsys):
 def test_gpipe_fallback_works_in_the_notebooks_demo(capsys):
     returned, _ = nb07.gpipe_timeline(stub("gpipe_by_hand")), capsys.readouterr()
     for p_, m_ in [(2, 3), (4, 8), (8, 16)]:
-        sim = {(op.kind, op.stage, op.micro): op.start for op in pipeline.schedule("gpipe", p_, m_).ops}
+        sim = {(op.kind, op.stage, op.micro): op.start for op in pipeline_parallel.schedule("gpipe", p_, m_).ops}
         assert sim == returned(p_, m_)
         makespan = max(v for k, v in returned(p_, m_).items() if k[0] == "B") + 2
         assert f"{makespan}" == f"{3 * (m_ + p_ - 1)}"  # printed as a whole number, as the notebook's closed form
@@ -342,7 +342,7 @@ def bubble_correct(p, m):
 
 def test_bubble_reference_and_a_learners_version_pass(capsys):
     assert_passes(nb07.pipeline_bubble, bubble_correct, capsys)
-    assert_passes(nb07.pipeline_bubble, pipeline.bubble_fraction_theory, capsys)
+    assert_passes(nb07.pipeline_bubble, pipeline_parallel.bubble_fraction_theory, capsys)
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_bubble_stub_raise_nan_and_type(capsys):
         stub("pipeline_bubble"),
         capsys,
         says="is not written yet",
-        fallback=pipeline.bubble_fraction_theory,
+        fallback=pipeline_parallel.bubble_fraction_theory,
     )
     assert_fails(nb07.pipeline_bubble, lambda p, m: (p - 1) / (m - m), capsys, says="raised ZeroDivisionError")
     assert_fails(nb07.pipeline_bubble, lambda p, m: float("nan"), capsys, says="returned NaN")
@@ -448,5 +448,5 @@ def test_microbatches_fallback_answers_the_exercise(capsys):
     returned, _ = nb07.smallest_microbatches(stub("smallest_microbatches")), capsys.readouterr()
     m_min = returned(8)
     assert m_min == returned() == 63 and isinstance(m_min, int)
-    assert pipeline.schedule("1f1b", 8, m_min).bubble_fraction() <= 0.1 + 1e-12
-    assert pipeline.schedule("1f1b", 8, m_min - 1).bubble_fraction() > 0.1
+    assert pipeline_parallel.schedule("1f1b", 8, m_min).bubble_fraction() <= 0.1 + 1e-12
+    assert pipeline_parallel.schedule("1f1b", 8, m_min - 1).bubble_fraction() > 0.1

@@ -18,7 +18,7 @@ from run_helpers import (
     install_fake_phases,
     interrupt_training,
     lock_held_by_another_process,
-    run_pipeline_cli,
+    run_end_to_end_cli,
     snapshot,
     steps_of,
     train_args,
@@ -55,7 +55,7 @@ def test_a_home_folder_with_the_users_data_and_eval_is_refused_untouched(tmp_pat
     _files(home, {"data/thesis_corpus.txt": "years of work", "eval/my_results.csv": "a,b\n1,2\n", "notes.md": "x"})
     before = snapshot(home)
     with pytest.raises(SystemExit) as stopped:
-        run_pipeline_cli(home, "--text", str(a), *(["--overwrite"] if overwrite else []))
+        run_end_to_end_cli(home, "--text", str(a), *(["--overwrite"] if overwrite else []))
     message = str(stopped.value)
     assert str(home) in message and "data/thesis_corpus.txt" in message and "eval/my_results.csv" in message
     assert "nothing was removed" in message
@@ -82,7 +82,7 @@ def test_a_clones_root_is_refused_untouched(tmp_path, fake_phases) -> None:
     )
     before = snapshot(clone)
     with pytest.raises(SystemExit, match=r"data/MANIFEST\.sha256.*nothing was removed"):
-        run_pipeline_cli(clone, "--overwrite")
+        run_end_to_end_cli(clone, "--overwrite")
     assert snapshot(clone) == before and fake_phases == []
 
 
@@ -92,7 +92,7 @@ def test_phase_folders_without_settings_json_are_not_removed(tmp_path, fake_phas
     _files(home, {"eval/done.json": "{}", "tokenizer/tokenizer.json": "{}", "report.md": "my report"})
     before = snapshot(home)
     with pytest.raises(SystemExit) as stopped:
-        run_pipeline_cli(home, "--overwrite")
+        run_end_to_end_cli(home, "--overwrite")
     message = str(stopped.value)
     assert "no settings.json" in message and "nothing was removed" in message and "--run-dir" in message
     assert snapshot(home) == before and fake_phases == []
@@ -101,11 +101,11 @@ def test_phase_folders_without_settings_json_are_not_removed(tmp_path, fake_phas
 def test_overwrite_removes_the_runs_own_files_and_nothing_else(tmp_path, fake_phases) -> None:
     a, b = write_texts(tmp_path)
     run = tmp_path / "run"
-    run_pipeline_cli(run, "--text", str(a))
+    run_end_to_end_cli(run, "--text", str(a))
     _files(
         run, {"notes.txt": "mine", "pretrain/work/checkpoint.pt": "ckpt", "pretrain/work/.checkpoint.pt.tmp-77": "x"}
     )
-    run_pipeline_cli(run, "--text", str(b), "--overwrite")
+    run_end_to_end_cli(run, "--text", str(b), "--overwrite")
     after = snapshot(run)
     assert (run / "notes.txt").read_text() == "mine"  # the user's file beside the run is left alone
     assert not (run / "pretrain" / "work").exists()  # the old run's checkpoint and its stale temp file are gone
@@ -118,14 +118,14 @@ def test_overwrite_removes_the_runs_own_files_and_nothing_else(tmp_path, fake_ph
 def test_overwrite_refuses_a_run_folder_with_a_users_file_inside_its_phase_folders(tmp_path, fake_phases) -> None:
     a, _ = write_texts(tmp_path)
     run = tmp_path / "run"
-    run_pipeline_cli(run, "--text", str(a))
+    run_end_to_end_cli(run, "--text", str(a))
     _files(run, {"sft/my_analysis.ipynb": "{}"})
     (run / "pretrain" / "model").mkdir()
     (run / "pretrain" / "model" / "link").symlink_to(tmp_path)  # never followed, never removed
     before = snapshot(run)
     fake_phases.clear()
     with pytest.raises(SystemExit, match=r"sft/my_analysis\.ipynb, pretrain/model/link|pretrain/model/link, sft/my"):
-        run_pipeline_cli(run, "--text", str(a), "--overwrite")
+        run_end_to_end_cli(run, "--text", str(a), "--overwrite")
     assert snapshot(run) == before and fake_phases == [] and (run / "pretrain" / "model" / "link").is_symlink()
 
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.parallel.data import SimulatedDataParallel
+from minillm.parallel.data_parallel import SimulatedDataParallel
 from minillm.parallel.zero import SimulatedZeRO1, zero_model_state_bytes
 
 

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from run_helpers import install_fake_phases, run_pipeline_cli, steps_of, train_args, write_corpus
+from run_helpers import install_fake_phases, run_end_to_end_cli, steps_of, train_args, write_corpus
 
 from minillm.end_to_end import runner
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer
@@ -146,9 +146,9 @@ def test_the_pipeline_records_its_validation_text(tmp_path, monkeypatch) -> None
     monkeypatch.setattr(runner, "data_dir", lambda: data)
     install_fake_phases(monkeypatch)
     run = tmp_path / "run"
-    run_pipeline_cli(run)
+    run_end_to_end_cli(run)
     settings = json.loads((run / "settings.json").read_text())
     assert settings["val_file"]["sha256"] == _sha256(data / "stories_val.txt")
     (data / "stories_val.txt").write_text("another validation text\n")
     with pytest.raises(SystemExit, match=r"val_file: .*stories_val\.txt \(sha256"):
-        run_pipeline_cli(run)
+        run_end_to_end_cli(run)

@@ -24,7 +24,7 @@ from run_helpers import (
     install_fake_phases,
     interrupt_training,
     lock_held_by_another_process,
-    run_pipeline_cli,
+    run_end_to_end_cli,
     steps_of,
     train_args,
     write_corpus,
@@ -226,29 +226,29 @@ def fake_phases(monkeypatch) -> list[str]:
 def test_pipeline_refuses_another_text_or_seed_and_skips_an_identical_rerun(tmp_path, fake_phases, capsys) -> None:
     a, b = write_texts(tmp_path)
     run = tmp_path / "run"
-    first = run_pipeline_cli(run, "--text", str(a))
+    first = run_end_to_end_cli(run, "--text", str(a))
     assert fake_phases == ["tokenizer", "pretrain", "sft", "align", "eval"]
     settings = json.loads((run / "settings.json").read_text())
     assert settings["text"]["path"] == str(a.resolve()) and settings["seed"] == 0
     assert len(settings["text"]["sha256"]) == 64
     train_text = (run / "data" / "train.txt").read_text()
     with pytest.raises(SystemExit) as stopped:
-        run_pipeline_cli(run, "--text", str(b))
+        run_end_to_end_cli(run, "--text", str(b))
     message = str(stopped.value)
     assert str(run) in message and f"text: {a.resolve()} (sha256" in message and f"→ {b.resolve()}" in message
     assert "--overwrite" in message
     assert (run / "data" / "train.txt").read_text() == train_text  # the folder still matches its models
     with pytest.raises(SystemExit, match="seed: 0 → 1"):
-        run_pipeline_cli(run, "--text", str(a), "--seed", "1")
+        run_end_to_end_cli(run, "--text", str(a), "--seed", "1")
     with pytest.raises(SystemExit, match='algorithm: "dpo" → "ppo"'):
-        run_pipeline_cli(run, "--text", str(a), "--algorithm", "ppo")
+        run_end_to_end_cli(run, "--text", str(a), "--algorithm", "ppo")
     a.write_text(a.read_text().replace("Alpha", "Gamma"))  # edited in place: same path, other content
     with pytest.raises(SystemExit, match="text: .*a.txt \\(sha256 .*\\) → .*a.txt"):
-        run_pipeline_cli(run, "--text", str(a))
+        run_end_to_end_cli(run, "--text", str(a))
     a.write_text(a.read_text().replace("Gamma", "Alpha"))
     capsys.readouterr()
     fake_phases.clear()
-    assert run_pipeline_cli(run, "--text", str(a)) == first
+    assert run_end_to_end_cli(run, "--text", str(a)) == first
     assert fake_phases == [] and capsys.readouterr().out.count("already complete") == 5
     assert not (run / LOCK_FILE).exists()
 
@@ -256,10 +256,10 @@ def test_pipeline_refuses_another_text_or_seed_and_skips_an_identical_rerun(tmp_
 def test_pipeline_overwrite_replaces_the_run(tmp_path, fake_phases, capsys) -> None:
     a, b = write_texts(tmp_path)
     run = tmp_path / "run"
-    run_pipeline_cli(run, "--text", str(a))
+    run_end_to_end_cli(run, "--text", str(a))
     (run / "notes.txt").write_text("mine")
     fake_phases.clear()
-    metrics = run_pipeline_cli(run, "--text", str(b), "--overwrite")
+    metrics = run_end_to_end_cli(run, "--text", str(b), "--overwrite")
     assert fake_phases == ["tokenizer", "pretrain", "sft", "align", "eval"]
     assert metrics["pretrain"]["text"].startswith("Beta story")
     assert json.loads((run / "settings.json").read_text())["text"]["path"] == str(b.resolve())
@@ -273,7 +273,7 @@ def test_pipeline_failure_removes_the_lock(tmp_path, fake_phases, monkeypatch) -
 
     monkeypatch.setattr(runner, "sft_phase", broken)
     with pytest.raises(RuntimeError, match="phase failed"):
-        run_pipeline_cli(tmp_path / "run")
+        run_end_to_end_cli(tmp_path / "run")
     assert not (tmp_path / "run" / LOCK_FILE).exists()
     assert (tmp_path / "run" / "pretrain" / "done.json").exists()
 

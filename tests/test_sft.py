@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from chat_helpers import TOK
 
 from minillm import chat, generation, sft
+from minillm.evaluation import greedy_gold
 from minillm.model import GPT, GPTConfig
 
 CHAT = [{"role": "user", "content": "hi?"}, {"role": "assistant", "content": "yes."}]
@@ -117,8 +118,9 @@ def test_train_sft_learns_a_reply_that_greedy_generation_reproduces():
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     replies = generation.generate_responses(model, TOK, ["hi?", "no?", "hi?"], max_new_tokens=10)
     assert replies == ["yes.", "no.", "yes."]
-    score, _ = sft.task_success(model, TOK, ["hi?", "no?"], lambda p, r: float(r == ("yes." if p == "hi?" else "no.")))
-    assert score == 1.0
+    exact = lambda p, r: float(r == ("yes." if p == "hi?" else "no."))  # noqa: E731
+    right = greedy_gold(model, TOK, ["hi?", "no?"], 10, scorer=exact)
+    assert right.scores == [1.0, 1.0] and right.replies == ["yes.", "no."]
 
 
 def _two_examples():

@@ -10,7 +10,7 @@ One file per idea, read in this order:
 - :mod:`~minillm.alignment.rlhf` — the RLHF loop: sample rollouts, score them, PPO or GRPO updates;
 - :mod:`~minillm.alignment.pg_losses` — per-token policy-gradient losses (REINFORCE, clipped) and their reductions;
 - :mod:`~minillm.alignment.dpo` — direct preference optimisation from pairs, no reward model;
-- :mod:`~minillm.alignment.training` — the reward-model and DPO training loops over preference pairs.
+- :mod:`~minillm.alignment.loops` — the reward-model and DPO training loops over preference pairs.
 
 Prompt–response sequences are encoded and padded by the chat format, :mod:`minillm.chat`.
 

@@ -1,4 +1,4 @@
-"""``python -m minillm``: argument parsing only; :func:`minillm.end_to_end.runner.run_pipeline` does the run."""
+"""``python -m minillm``: argument parsing only; :func:`minillm.end_to_end.runner.run_end_to_end` does the run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 from minillm.checkpoint import CheckpointError
 from minillm.end_to_end.presets import RUN_SIZES
-from minillm.end_to_end.runner import PipelineError, run_pipeline
+from minillm.end_to_end.runner import EndToEndError, run_end_to_end
 from minillm.run_folder import DiskFullError, RunFolderError
 from minillm.train.config import ConfigError
 from minillm.train.loop import DataError
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Parse flags (unknown ones: usage and exit status 2) and run; a refused run exits with ``error: ...``."""
     args = build_parser().parse_args(argv)
     try:
-        return run_pipeline(
+        return run_end_to_end(
             preset=args.preset,
             run_dir=args.run_dir,
             text=args.text,
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
             progress=not args.no_progress,
             overwrite=args.overwrite,
         )
-    except (PipelineError, RunFolderError, ConfigError, DataError, CheckpointError, DiskFullError) as error:
+    except (EndToEndError, RunFolderError, ConfigError, DataError, CheckpointError, DiskFullError) as error:
         raise SystemExit(f"error: {error}") from error
 
 

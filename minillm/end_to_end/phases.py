@@ -17,19 +17,30 @@ import torch
 
 from minillm.alignment.kl import kl_k1
 from minillm.alignment.logprobs import masked_sum, token_logprobs
+from minillm.alignment.loops import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
-from minillm.alignment.training import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
 from minillm.batches import encode_documents
 from minillm.chat import END, encode_chat, encode_preference_pairs, special_token_id
 from minillm.checkpoint import load_pretrained, remove_stale_temp_files, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
+from minillm.evaluation import (
+    CORRECT_AT,
+    bits_per_byte,
+    bootstrap_interval,
+    greedy_gold,
+    mean_and_se,
+    paired_difference,
+    pass_at_k_mean,
+    sampled_gold,
+    text_nll,
+)
 from minillm.model import GPT
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
-from minillm.sft import task_success, train_sft
-from minillm.tasks import eval_prompts, gold_score
+from minillm.sft import train_sft
+from minillm.tasks import eval_prompts, gold_score, parse_prompt
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer, write_history
 from minillm.train.loop import validation_loss
@@ -300,19 +311,49 @@ def kl_to_reference(
     return masked_sum(k1, mask, dim=1).mean().item()
 
 
+def heldout_bits_per_byte(model: GPT, tokenizer: BPETokenizer, stories: list[str]) -> float:
+    """Bits per byte of held-out stories (as the text file holds them, blank-line separated): comparable
+    across tokenizers, unlike the loss per token (notebook 14)."""
+    total, predicted = text_nll(model, tokenizer.encode("\n\n".join(stories)), model.config.context_length)
+    return bits_per_byte(total, len(tokenizer.decode_bytes(predicted)))
+
+
 def eval_phase(run: Run) -> dict:
+    """Each phase's model on the same prompts: gold score of greedy replies with its standard error and a
+    bootstrap interval, pass@k on questions (sampled replies), bits per byte of held-out stories, and the KL
+    to the SFT model; the paired gains of SFT over the base model and of alignment over SFT."""
     seed_everything(run.seed)
     tokenizer, p = _tokenizer(run), run.preset
     prompts = eval_prompts(p.eval.prompts, seed=10_000 + run.seed)
+    questions = [q for q in prompts if parse_prompt(q)["kind"] != "story"][: p.eval.questions]
+    stories = load_stories(run.val_file)[: p.eval.stories]
     reference = _load_model(run, "sft")
-    results: dict = {"prompts": prompts[:3]}
+    n, ks = p.eval.samples, sorted({1, min(2, p.eval.samples), p.eval.samples})
+    results: dict = {
+        "prompts": prompts[:3],
+        "n_prompts": len(prompts),
+        "pass_at_k_setting": {"questions": len(questions), "samples": n, "correct_at": CORRECT_AT},
+    }
+    scores = {}
     for phase in ("pretrain", "sft", "align"):
         model = reference if phase == "sft" else _load_model(run, phase)
-        gold, replies = task_success(model, tokenizer, prompts, gold_score, max_new_tokens=p.eval.max_new_tokens)
+        greedy = greedy_gold(model, tokenizer, prompts, p.eval.max_new_tokens)
+        gold, se = mean_and_se(greedy.scores)
+        low, high = bootstrap_interval(greedy.scores, n_resamples=2000, seed=run.seed)
+        samples = sampled_gold(model, tokenizer, questions, n, p.eval.max_new_tokens, seed=run.seed)
+        correct = [sum(s >= CORRECT_AT for s in samples.scores[i : i + n]) for i in range(0, len(samples.scores), n)]
         kl = kl_to_reference(model, reference, tokenizer, prompts[:16], p.eval.max_new_tokens, run.seed)
+        scores[phase] = greedy.scores
         results[phase] = {
             "gold": round(gold, 4),
+            "gold_se": round(se, 4),
+            "gold_interval_95": [round(low, 4), round(high, 4)],
+            "pass_at_k": {str(k): round(pass_at_k_mean(correct, n, k), 4) for k in ks},
+            "bits_per_byte": round(heldout_bits_per_byte(model, tokenizer, stories), 4),
             "kl_to_sft": round(kl, 3),
-            "replies": replies[:3],
+            "replies": greedy.replies[:3],
         }
+    for later, earlier in (("sft", "pretrain"), ("align", "sft")):
+        gain, gain_se = paired_difference(scores[later], scores[earlier])
+        results[f"{later}_vs_{earlier}"] = {"gold_gain": round(gain, 4), "se": round(gain_se, 4)}
     return results

@@ -51,10 +51,15 @@ class AlignSize:
 
 @dataclass(frozen=True)
 class EvalSize:
-    """The final evaluation: how many prompts, and how long a reply may be (also the PPO rollouts' length)."""
+    """The final evaluation: how many prompts, and how long a reply may be (also the PPO rollouts' length);
+    ``samples`` replies to each of the first ``questions`` questions among them for pass@k, and bits per byte on
+    the first ``stories`` held-out stories."""
 
     prompts: int
     max_new_tokens: int
+    samples: int = 4
+    questions: int = 8
+    stories: int = 20
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,14 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     evaluation = metrics["eval"]
     phases = ["pretrain", "sft", "align"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    ax1.bar(phases, [evaluation[p]["gold"] for p in phases], color=["#999", "#4c72b0", "#dd8452"])
-    ax1.set(title="gold score after each phase", ylabel="mean gold score (0-1)", ylim=(0, 1))
+    ax1.bar(
+        phases,
+        [evaluation[p]["gold"] for p in phases],
+        yerr=[evaluation[p].get("gold_se", 0.0) for p in phases],  # runs written before the errors were recorded
+        capsize=4,
+        color=["#999", "#4c72b0", "#dd8452"],
+    )
+    ax1.set(title="gold score after each phase (± standard error)", ylabel="mean gold score (0-1)", ylim=(0, 1))
     for p in phases:
         ax2.scatter(evaluation[p]["kl_to_sft"], evaluation[p]["gold"], s=60, label=p)
     if "kl" in align:
@@ -68,6 +74,43 @@ def _table(rows: dict) -> str:
     return "\n".join(lines)
 
 
+def _summary(metrics: dict) -> list[str]:
+    """The evaluation of each phase's model (notebook 14's measures) as table rows and the paired gains."""
+    evaluation = metrics["eval"]
+    setting = evaluation.get("pass_at_k_setting")
+    if setting is None:  # a run evaluated before these measures existed
+        rows = ["| phase | gold score | KL to SFT | seconds |", "|---|---|---|---|"]
+        for phase, label in (("pretrain", "base model"), ("sft", "after SFT"), ("align", "after alignment")):
+            e = evaluation[phase]
+            rows.append(f"| {label} | {e['gold']:.3f} | {e['kl_to_sft']:.2f} | {metrics[phase]['seconds']} |")
+        return rows
+    ks = list(evaluation["sft"]["pass_at_k"])
+    rows = [
+        "| phase | gold score ± SE | 95 % bootstrap interval | " + " | ".join(f"pass@{k}" for k in ks)
+        + " | bits per byte | KL to SFT | seconds |",
+        "|---" * (6 + len(ks)) + "|",
+    ]  # fmt: skip
+    for phase, label in (("pretrain", "base model"), ("sft", "after SFT"), ("align", "after alignment")):
+        e = evaluation[phase]
+        low, high = e["gold_interval_95"]
+        rows.append(
+            f"| {label} | {e['gold']:.3f} ± {e['gold_se']:.3f} | [{low:.3f}, {high:.3f}] | "
+            + " | ".join(f"{e['pass_at_k'][k]:.3f}" for k in ks)
+            + f" | {e['bits_per_byte']:.3f} | {e['kl_to_sft']:.2f} | {metrics[phase]['seconds']} |"
+        )
+    sft, align = evaluation["sft_vs_pretrain"], evaluation["align_vs_sft"]
+    rows += [
+        "",
+        f"Gold score of greedy replies to {evaluation['n_prompts']} prompts;"
+        f" pass@k: {setting['samples']} sampled replies (temperature 1) to each of {setting['questions']} questions,"
+        f" correct when the gold score is ≥ {setting['correct_at']}; bits per byte of held-out stories (comparable"
+        " across tokenizers). Paired by prompt: SFT − base"
+        f" {sft['gold_gain']:+.3f} ± {sft['se']:.3f}, aligned − SFT {align['gold_gain']:+.3f} ± {align['se']:.3f}"
+        " (a gain within about two standard errors of zero is noise).",
+    ]
+    return rows
+
+
 def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
     """Write ``report.md`` and the plots; returns the report's path."""
     plots = _plots(folder, metrics)
@@ -80,12 +123,8 @@ def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
         "",
         "## Summary",
         "",
-        "| phase | gold score | KL to SFT | seconds |",
-        "|---|---|---|---|",
+        *_summary(metrics),
     ]
-    for phase, label in (("pretrain", "base model"), ("sft", "after SFT"), ("align", "after alignment")):
-        e = evaluation[phase]
-        parts.append(f"| {label} | {e['gold']:.3f} | {e['kl_to_sft']:.2f} | {metrics[phase]['seconds']} |")
     for phase in ("tokenizer", "pretrain", "sft", "align"):
         parts += ["", f"## {phase}", "", _table(metrics[phase])]
     parts += ["", "## Samples", "", "Pretrained model, from `<|endoftext|>`:", ""]
@@ -95,6 +134,8 @@ def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
         for phase in ("pretrain", "sft", "align"):
             parts.append(f"- *{phase}:* {evaluation[phase]['replies'][i]!r}")
     parts += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    parts += ["", "## Talk to it", "", f"`python -m minillm chat --model {folder / 'align'}` (or `{folder / 'sft'}`);"
+              f" `/compare base {folder / 'sft'} {folder / 'align'}` there asks them side by side."]  # fmt: skip
     report = folder / "report.md"
     report.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return report

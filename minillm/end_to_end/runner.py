@@ -1,4 +1,4 @@
-"""The whole pipeline as one call, :func:`run_pipeline`: check, lock, record, then run the phases in order.
+"""The whole pipeline as one call, :func:`run_end_to_end`: check, lock, record, then run the phases in order.
 
 ``python -m minillm`` (:mod:`minillm.end_to_end.cli`) only parses flags and calls it. Before any phase runs,
 the run folder is locked (``run.lock``, see :mod:`minillm.run_folder`) and its ``settings.json`` — the
@@ -47,7 +47,7 @@ from minillm.run_folder import (
 from minillm.train.config import TrainConfig
 from minillm.train.run import CHECKPOINT_FILE, work_file_names
 
-__all__ = ["SETTINGS_FILE", "PipelineError", "run_files", "run_pipeline", "split_own_text"]
+__all__ = ["SETTINGS_FILE", "EndToEndError", "run_files", "run_end_to_end", "split_own_text"]
 
 SETTINGS_FILE = "settings.json"
 _MODEL = tuple(map(re.escape, (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, CHECKSUM_FILE)))
@@ -77,7 +77,7 @@ def run_files(folder: Path) -> RunFiles:
     return RunFiles(folder / SETTINGS_FILE, _SETTINGS_KEYS, shared, owned, "a minillm pipeline run")
 
 
-class PipelineError(RuntimeError):
+class EndToEndError(RuntimeError):
     """The pipeline cannot start with the inputs given; the message names the file or value."""
 
 
@@ -90,9 +90,9 @@ def split_own_text(path: Path) -> tuple[str, str]:
     try:
         documents = load_stories(path)  # clear errors for a missing, empty or non-UTF-8 file
     except (OSError, ValueError) as error:
-        raise PipelineError(str(error)) from error
+        raise EndToEndError(str(error)) from error
     if len(documents) < 2:
-        raise PipelineError(
+        raise EndToEndError(
             f"{path}: need at least 2 documents (blocks separated by an empty line), found {len(documents)}"
         )
     n_val = max(1, len(documents) // 20)
@@ -118,7 +118,7 @@ def _phase_bodies() -> tuple[tuple[str, Callable[[Run], dict]], ...]:
     return tuple((phase, bodies[phase]) for phase in PHASES)
 
 
-def run_pipeline(
+def run_end_to_end(
     preset: str = "course",
     run_dir: str | Path = "runs/pipeline",
     text: str | Path | None = None,
@@ -131,47 +131,47 @@ def run_pipeline(
 ) -> dict:
     """Run every phase into ``run_dir`` and write the report; returns each phase's metrics.
 
-    Raises :class:`PipelineError` for an unusable ``text`` and
+    Raises :class:`EndToEndError` for an unusable ``text`` and
     :class:`~minillm.run_folder.RunFolderError` for a locked folder or one that holds a run with other
     settings, both before any phase starts.
     """
     folder = Path(run_dir)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise PipelineError(f"--threads must be a whole number of at least 1, got {threads!r}")
+        raise EndToEndError(f"--threads must be a whole number of at least 1, got {threads!r}")
     if device is not None:
         try:
             check_device_name(device)
         except ValueError as error:
-            raise PipelineError(f"--device: {error}") from error
+            raise EndToEndError(f"--device: {error}") from error
     if preset not in RUN_SIZES:
-        raise PipelineError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(RUN_SIZES))}")
+        raise EndToEndError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(RUN_SIZES))}")
     try:
         size = get_run_size(preset)
     except (FileNotFoundError, ValueError) as error:
-        raise PipelineError(f"--preset {preset}: {error}") from error
+        raise EndToEndError(f"--preset {preset}: {error}") from error
     own = None
     if text is not None and size.base is not None:
-        raise PipelineError(
+        raise EndToEndError(
             f"--preset {preset} post-trains the course's shipped base model, so it takes no --text; "
             "to pretrain on your own text use --preset tiny or course"
         )
     if text is not None:
         text = Path(text)
         if not text.is_file():
-            raise PipelineError(f"--text {text}: file not found")
+            raise EndToEndError(f"--text {text}: file not found")
         own = split_own_text(text)
         source = text
         context = size.pretrain.get("context_length", TrainConfig.context_length)
         train_bytes = len(own[0].encode("utf-8"))
         if train_bytes < context + 1:  # a byte-level BPE token holds at least one byte
-            raise PipelineError(
+            raise EndToEndError(
                 f"--text {text}: {train_bytes:,} bytes of training text (95 % of the documents), "
                 f"fewer than one training window needs (context_length + 1 = {context + 1} tokens, each at least "
                 "one byte); use a longer text"
             )
         val_bytes = len(own[1].encode("utf-8"))
         if val_bytes < context + 1:
-            raise PipelineError(
+            raise EndToEndError(
                 f"--text {text}: {val_bytes:,} bytes of validation text (the last 5 % of the documents, at least "
                 f"one), fewer than one validation window needs (context_length + 1 = {context + 1} tokens, each at "
                 "least one byte); use a text with more (or longer) documents at its end"
@@ -181,7 +181,7 @@ def run_pipeline(
     try:
         chosen = pick_device(device)
     except DeviceError as error:
-        raise PipelineError(f"--device: {error}") from error
+        raise EndToEndError(f"--device: {error}") from error
     if threads is not None:
         torch.set_num_threads(threads)
     sft_file, prefs_file = data_dir() / "sft_train.jsonl", data_dir() / "prefs_train.jsonl"
@@ -193,7 +193,7 @@ def run_pipeline(
         if base is not None:  # the checkpoint a run starts from defines it as much as its data
             inputs["base_model"] = input_file(base / "model.safetensors")
     except FileNotFoundError as error:
-        raise PipelineError(
+        raise EndToEndError(
             f"{error}; the course data ships in data/ (python -m minillm.datagen --out data)"
         ) from error
     settings = {
@@ -241,4 +241,5 @@ def run_pipeline(
         metrics = {phase: run_phase(run, phase, body) for phase, body in _phase_bodies()}
         report = write_report(folder, metrics, settings)
     print(f"report: {report}")
+    print(f"talk to what you trained: python -m minillm chat --model {folder / 'align'}")
     return metrics

@@ -20,6 +20,10 @@ from minillm.tasks import gold_score
 
 Scorer = Callable[[str, str], float]
 
+#: A reply counts as correct (pass@k, accuracy) when its gold score is at least this. On a question the scorer
+#: gives 0 to a wrong answer and 0.8–1 to the right one (less only for a rambling reply), so this means "right".
+CORRECT_AT = 0.5
+
 
 @dataclass
 class GoldReplies:

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from minillm import chat, sft
-from minillm.alignment import reward_model, rlhf, training
+from minillm.alignment import loops, reward_model, rlhf
 from minillm.batches import pad_chat
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
@@ -342,12 +342,12 @@ class PosttrainRuns:
         rm = reward_model.ScalarHeadModel(copy.deepcopy(policy), policy.config.d_model)
         pad = chat.special_token_id(tok, chat.END)
         s = self.sizes
-        history = training.train_reward_model(
+        history = loops.train_reward_model(
             rm, train_pairs, pad, steps, s.rm_lr, s.rm_batch, generator=torch.Generator().manual_seed(0)
         )
         rm.eval()
-        accuracy, chosen, rejected = training.reward_accuracy(rm, val_pairs, pad)
-        onpolicy = training.reward_accuracy(rm, onpolicy_val_pairs, pad)[0] if onpolicy_val_pairs else None
+        accuracy, chosen, rejected = loops.reward_accuracy(rm, val_pairs, pad)
+        onpolicy = loops.reward_accuracy(rm, onpolicy_val_pairs, pad)[0] if onpolicy_val_pairs else None
         metrics = {"val_accuracy": accuracy, "onpolicy_val_accuracy": onpolicy, **self.best_of_n(rm, tok, val_groups)}
         return rm, history, chosen, rejected, metrics
 
@@ -604,7 +604,7 @@ class PosttrainRuns:
         seed_everything(0)
         policy = copy.deepcopy(reference)
         start = time.time()
-        history = training.train_dpo(
+        history = loops.train_dpo(
             policy,
             reference,
             train_pairs,
@@ -628,7 +628,7 @@ class PosttrainRuns:
             "loss": history.loss,
             "accuracy": history.accuracy,
             "margin": history.margin,
-            "val": training.dpo_metrics(policy, reference, val_pairs, pad, s.dpo_beta),
+            "val": loops.dpo_metrics(policy, reference, val_pairs, pad, s.dpo_beta),
             "eval": self.evaluate(policy, tok, prompts, stream),
             "seconds": round(time.time() - start, 1),
             "provenance": self.provenance,

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from minillm.grading.core import Build, Mistake, Probe, grade, probe_inputs
-from minillm.parallel import collectives, pipeline, tensor
+from minillm.parallel import collectives, pipeline_parallel, tensor_parallel
 
 BUILDS = ("my_ring_all_reduce", "tensor_parallel_mlp", "gpipe_by_hand", "pipeline_bubble", "smallest_microbatches")
 
@@ -197,7 +197,7 @@ def _mlp_truth(x, W1, b1, W2, b2, t):
 
 def _library_mlp(x, W1, b1, W2, b2, t):
     """minillm's TensorParallelMLP with the notebook's interface: (output, per-rank partial outputs)."""
-    tp = tensor.TensorParallelMLP(SimpleNamespace(weight=W1, bias=b1), SimpleNamespace(weight=W2, bias=b2), t)
+    tp = tensor_parallel.TensorParallelMLP(SimpleNamespace(weight=W1, bias=b1), SimpleNamespace(weight=W2, bias=b2), t)
     with torch.no_grad():
         hidden = [F.gelu(h) for h in tp.fc.forward(x)]
         partials = [F.linear(h, w) for h, w in zip(hidden, tp.proj.weights, strict=True)]
@@ -237,7 +237,7 @@ TP_MLP = Build(
     truth=_mlp_truth,
     truth_name="the unsplit MLP",
     fallback=_library_mlp,
-    fallback_name="minillm.parallel.tensor.TensorParallelMLP",
+    fallback_name="minillm.parallel.tensor_parallel.TensorParallelMLP",
     probes=(
         _mlp_output(1, (2, 3, 8), 16, 2),
         _mlp_output(2, (5, 6), 24, 4),
@@ -286,7 +286,7 @@ def _timeline_case(p: int, m: int) -> Probe:
 
 def _simulated_starts(p: int, m: int) -> dict[tuple[str, int, int], float]:
     """Every op's start time from minillm's event simulation (forward 1, backward 2)."""
-    return {(op.kind, op.stage, op.micro): op.start for op in pipeline.schedule("gpipe", p, m).ops}
+    return {(op.kind, op.stage, op.micro): op.start for op in pipeline_parallel.schedule("gpipe", p, m).ops}
 
 
 def _gpipe(p, m, *, backwards_from=None, backward_up=False, backward_time=2):
@@ -321,9 +321,9 @@ GPIPE = Build(
     name="gpipe_by_hand",
     what="the GPipe timeline",
     truth=_simulated_starts,
-    truth_name="minillm's event simulation, pipeline.schedule('gpipe', p, m)",
+    truth_name="minillm's event simulation, pipeline_parallel.schedule('gpipe', p, m)",
     fallback=_library_gpipe,
-    fallback_name="the start times of minillm.parallel.pipeline.schedule('gpipe', p, m)",
+    fallback_name="the start times of minillm.parallel.pipeline_parallel.schedule('gpipe', p, m)",
     probes=(_timeline_case(2, 3), _timeline_case(4, 2), _timeline_case(3, 6)),
     mistakes=(
         Mistake(
@@ -362,7 +362,7 @@ def _bubble_case(pairs: list[tuple[int, int]], described: str) -> Probe:
 
 
 def _measured_bubble(p: int, m: int) -> float:
-    return pipeline.schedule("gpipe", p, m).bubble_fraction()
+    return pipeline_parallel.schedule("gpipe", p, m).bubble_fraction()
 
 
 def _bubble_over_m(p, m):
@@ -382,8 +382,8 @@ BUBBLE = Build(
     what="the pipeline bubble",
     truth=_measured_bubble,
     truth_name="the idle share measured on minillm's simulated GPipe timeline",
-    fallback=pipeline.bubble_fraction_theory,
-    fallback_name="minillm.parallel.pipeline.bubble_fraction_theory",
+    fallback=pipeline_parallel.bubble_fraction_theory,
+    fallback_name="minillm.parallel.pipeline_parallel.bubble_fraction_theory",
     probes=(
         _bubble_case([(4, m) for m in range(1, 9)], "p = 4, m = 1 … 8"),
         _bubble_case([(p, 4) for p in range(1, 9)], "m = 4, p = 1 … 8"),

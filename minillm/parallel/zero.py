@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from minillm.parallel.collectives import CommLedger, ring_all_gather, ring_reduce_scatter
-from minillm.parallel.data import LossFn, flat_grads, local_backward, replicate
+from minillm.parallel.data_parallel import LossFn, flat_grads, local_backward, replicate
 from minillm.parallel.memory import ModelStateBytes, bytes_per_param
 
 

@@ -7,7 +7,7 @@ from torch import nn
 
 from minillm.model import GPT, GPTConfig
 from minillm.parallel.collectives import CommLedger
-from minillm.parallel.tensor import (
+from minillm.parallel.tensor_parallel import (
     ColumnParallelLinear,
     RowParallelLinear,
     TensorParallelAttention,

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.parallel.pipeline import bubble_fraction_theory, run_pipeline, schedule
+from minillm.parallel.pipeline_parallel import bubble_fraction_theory, run_pipeline, schedule
 
 
 @pytest.mark.parametrize("name", ["gpipe", "1f1b"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from minillm.distributed import DataParallel, ZeroRedundancyOptimizer, find_free_port, run_data_parallel_check
+from minillm.parallel.ddp_by_hand import DataParallel, ZeroRedundancyOptimizer, find_free_port, run_data_parallel_check
 
 TOL = 1e-12  # float64; AdamW's m/√v amplifies the 1e-16 reordering of the batch mean over 3 steps
 

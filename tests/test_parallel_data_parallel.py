@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.parallel.data import SimulatedDataParallel, shard_batch
+from minillm.parallel.data_parallel import SimulatedDataParallel, shard_batch
 
 
 def mlp(dtype):

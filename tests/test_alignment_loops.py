@@ -7,7 +7,7 @@ import torch
 from chat_helpers import TOK
 
 from minillm import batches, chat
-from minillm.alignment import reward_model, rlhf, training
+from minillm.alignment import loops, reward_model, rlhf
 from minillm.model import GPT, GPTConfig
 
 PAD = TOK.index["<|end|>"]
@@ -40,11 +40,11 @@ def toy_pairs(n, seed):
 def test_reward_model_learns_a_toy_preference_above_chance_on_held_out_pairs():
     rm = reward_model.ScalarHeadModel(tiny_gpt(1), d_model=32)
     before = [p.detach().clone() for p in rm.parameters()]
-    history = training.train_reward_model(
+    history = loops.train_reward_model(
         rm, toy_pairs(64, seed=0), PAD, steps=40, lr=3e-3, batch_size=16, generator=torch.Generator().manual_seed(0)
     )
     assert history.loss[0] == pytest.approx(math.log(2), abs=1e-6)  # zero head: every reward starts at 0
-    accuracy, chosen, rejected = training.reward_accuracy(rm, toy_pairs(32, seed=1), PAD)
+    accuracy, chosen, rejected = loops.reward_accuracy(rm, toy_pairs(32, seed=1), PAD)
     assert accuracy == 1.0 and torch.all(chosen > rejected)
     changed = {n: not torch.equal(a, b) for (n, b), a in zip(rm.named_parameters(), before, strict=True)}
     # Bradley–Terry sees only reward differences, so the head's bias gets no gradient at all.
@@ -70,7 +70,7 @@ def test_saved_reward_model_loads_back_with_the_same_scores(tmp_path):
 
 def test_dpo_starts_at_ln2_and_learns_the_preference():
     policy, reference = tiny_gpt(2), tiny_gpt(2)
-    history = training.train_dpo(
+    history = loops.train_dpo(
         policy,
         reference,
         toy_pairs(64, seed=0),
@@ -83,7 +83,7 @@ def test_dpo_starts_at_ln2_and_learns_the_preference():
     )
     assert history.loss[0] == pytest.approx(math.log(2), abs=1e-6)
     assert history.accuracy[0] == 0.0  # strict >: policy == reference ties every pair
-    held_out = training.dpo_metrics(policy, reference, toy_pairs(32, seed=1), PAD, beta=0.1)
+    held_out = loops.dpo_metrics(policy, reference, toy_pairs(32, seed=1), PAD, beta=0.1)
     assert held_out["accuracy"] == 1.0 and held_out["margin"] > 0.5 and held_out["loss"] < 0.4
 
 
