@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
 import unicodedata
 from collections import Counter
 
@@ -34,17 +35,20 @@ from minillm.textdata import (
     english_stop_word_share,
     estimate_jaccard,
     exact_dedup,
+    identify_language,
     is_english,
     jaccard,
     lsh_threshold,
     messy_corpus,
     normalize_text,
     quality_filter,
+    route_documents,
     shingle_id,
     shingles,
+    stop_word_shares,
 )
 from minillm.textdata.__main__ import main
-from minillm.textdata.messy import DEFAULT_MIX
+from minillm.textdata.messy import DEFAULT_MIX, spanish_story
 from minillm.textdata.minhash import PRIME
 
 
@@ -251,6 +255,51 @@ def test_pipeline_precision_and_recall_by_kind(stories, messy) -> None:
     assert sum(report.removed.values()) == len(messy) - report.documents_out
 
 
+def test_language_identification_tells_english_from_spanish_from_junk(stories, messy) -> None:
+    rng = random.Random("test-spanish")
+    spanish = [spanish_story(rng) for _ in range(300)]
+    assert all(identify_language(s) == "en" for s in stories[:1000])
+    assert all(identify_language(s) == "es" for s in spanish)
+    # each language's own stop words dominate: the lists share no word, and the other list barely scores
+    assert max(stop_word_shares(s)["es"] for s in stories[:1000]) < 0.05
+    assert max(stop_word_shares(s)["en"] for s in spanish) < 0.05
+    mash = [normalize_text(d.text) for d in messy if d.kind == "garbage"]
+    assert sum(identify_language(t) is None for t in mash) >= 0.7 * len(mash)  # the rest: English spam lines
+    assert identify_language("") is None and identify_language("123 456") is None
+    with pytest.raises(ValueError, match="min_share"):
+        identify_language("text", -0.5)
+
+
+def test_routing_keeps_spanish_apart_and_changes_nothing_for_english(messy) -> None:
+    texts = [d.text for d in messy]
+    english, report = clean_documents(texts)
+    by_language, routed = route_documents(texts)
+    assert sorted(by_language) == ["en", "es"] and by_language["en"] == english
+    assert routed.languages == {"en": len(english), "es": len(by_language["es"])}
+    assert report.set_aside == {"es": len(by_language["es"])} and routed.set_aside == {}
+    assert report.removed["language"] == len(by_language["es"]) and routed.removed["language"] == 0
+    originals = {normalize_text(d.text) for d in messy if d.kind == "spanish"}
+    assert set(by_language["es"]) <= originals  # Spanish pages only, unchanged by the quality step
+    assert any("set aside" in line for line in report.lines())
+
+
+def test_pipeline_steps_switch_off_one_at_a_time(messy) -> None:
+    texts = [d.text for d in messy]
+    dedup_only, dedup_report = clean_documents(texts, Pipeline(filters=False))
+    filters_only, filter_report = clean_documents(texts, Pipeline(dedup=False))
+    assert dedup_report.removed["quality"] == dedup_report.removed["language"] == 0
+    assert filter_report.removed["exact_dedup"] == filter_report.removed["near_dedup"] == 0
+    assert dedup_only == exact_dedup(dedup_only)  # no two kept texts normalise alike
+    assert len(set(filters_only)) < len(filters_only)  # the copies stayed
+    for text in filters_only:
+        assert quality_filter(text)[0] == text and is_english(text)
+    everything = clean_documents(texts, Pipeline(dedup=False, filters=False))[0]
+    assert everything == [t for t in map(normalize_text, texts) if t]
+    for bad in [("fr",), (), "en"]:
+        with pytest.raises(ValueError, match="languages"):
+            Pipeline(languages=bad)
+
+
 # --- contamination -----------------------------------------------------------------------------------------------
 
 
@@ -364,23 +413,54 @@ def test_committed_clean_vs_raw_results_match_the_code() -> None:
     assert "--quick" not in payload["provenance"]["command"]
     settings = clean_vs_raw.Settings(**{**payload["settings"], "seeds": tuple(payload["settings"]["seeds"])})
     assert settings == clean_vs_raw.Settings()
-    # the module's hash does not cover minillm.textdata: the token counts show the corpus and the pipeline are
+    # the module's hash does not cover minillm.textdata: the streams' makeup shows the corpus and the pipeline are
     # still the ones that made the runs
-    streams, val_tokens, _ = clean_vs_raw.token_streams(settings)
-    assert payload["tokens"] == {name: len(ids) for name, ids in streams.items()} | {"val": len(val_tokens)}
+    streams, info, val_sets, _ = clean_vs_raw.token_streams(settings)
+    assert payload["val_tokens"] == {name: len(ids) for name, ids in val_sets.items()}
+    for arm in clean_vs_raw.ARMS:
+        recorded = payload["arms"][arm]
+        assert recorded["tokens"] == len(streams[arm]) == settings.tokens_per_arm  # equal tokens for every arm
+        assert recorded["epochs"] == settings.epochs  # and the same number of passes over them
+        for key in ("crawl_docs", "documents", "tokens_by_kind", "spanish_set_aside"):
+            assert recorded[key] == info[arm][key], (arm, key)
+    clean_kinds = payload["arms"]["clean"]["tokens_by_kind"]  # stories only, bar an edited copy LSH can miss
+    assert (
+        set(clean_kinds) - KEEP_KINDS <= {"near_dup"}
+        and clean_kinds.get("near_dup", 0) < 0.01 * settings.tokens_per_arm
+    )
     for seed in settings.seeds:
-        raw, clean = payload["runs"][f"raw_seed{seed}"], payload["runs"][f"clean_seed{seed}"]
-        assert raw["steps"][-1] == clean["steps"][-1] == settings.steps
-        assert clean["val_loss"][-1] < raw["val_loss"][-1]
+        runs = {arm: payload["runs"][f"{arm}_seed{seed}"] for arm in clean_vs_raw.ARMS}
+        assert all(run["steps"][-1] == settings.steps for run in runs.values())
+        assert runs["clean"]["val_loss"]["en"][-1] < runs["raw"]["val_loss"]["en"][-1]
+        assert runs["raw"]["val_loss"]["es"][-1] < runs["clean"]["val_loss"]["es"][-1]  # raw saw Spanish
+
+
+def test_clean_vs_raw_arms_run_the_steps_they_are_named_after(stories) -> None:
+    docs = messy_corpus(stories, 300, seed=5)
+    kinds = {arm: Counter(docs[i].kind for i, _ in clean_vs_raw.curate(arm, docs)[0]) for arm in clean_vs_raw.ARMS}
+    copies = {"exact_dup", "unicode_dup", "near_dup"}
+    junk = {"boilerplate", "garbage", "spanish"}
+    assert set(kinds["raw"]) == set(kinds["normalise"]) == set(KINDS)
+    assert [text for _, text in clean_vs_raw.curate("normalise", docs)[0]] == [normalize_text(d.text) for d in docs]
+    assert not copies & set(kinds["dedup"]) and junk <= set(kinds["dedup"])
+    assert copies <= set(kinds["filter"]) and not junk & set(kinds["filter"])
+    assert set(kinds["clean"]) <= set(KEEP_KINDS)
+    assert all(len(clean_vs_raw.curate(arm, docs)[1]) > 0 for arm in ("filter", "clean"))  # Spanish set aside
+    with pytest.raises(ValueError, match="raise n_docs"):
+        clean_vs_raw.arm_stream(None, [], docs, 10)
+    with pytest.raises(ValueError, match="unknown arm"):
+        clean_vs_raw.arm_pipeline("cleanest")
 
 
 def test_clean_vs_raw_quick_run_writes_a_fresh_record(tmp_path) -> None:
     clean_vs_raw.main(["--out", str(tmp_path), "--quick"])
     payload = json.loads((tmp_path / clean_vs_raw.RESULT).read_text(encoding="utf-8"))
     assert stale_results(payload, clean_vs_raw) == []
-    assert sorted(payload["runs"]) == ["clean_seed0", "raw_seed0"]
+    assert sorted(payload["runs"]) == sorted(f"{arm}_seed0" for arm in clean_vs_raw.ARMS)
+    assert {arm["tokens"] for arm in payload["arms"].values()} == {clean_vs_raw.QUICK.tokens_per_arm}
     for run in payload["runs"].values():
         assert run["steps"] == [10, 20] and len(run["train_loss"]) == 20
-        assert all(math.isfinite(v) for v in run["val_loss"])
+        assert sorted(run["val_loss"]) == ["en", "es"]
+        assert all(math.isfinite(v) for losses in run["val_loss"].values() for v in losses)
     with pytest.raises(SystemExit):  # an existing result is not replaced without --overwrite
         clean_vs_raw.main(["--out", str(tmp_path), "--quick"])

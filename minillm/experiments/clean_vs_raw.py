@@ -1,13 +1,22 @@
-"""Does cleaning pay? A tiny GPT trained on the raw messy corpus vs on its cleaned text (notebook 13).
+"""What does each cleaning step buy? A tiny GPT trained on five curations of one messy crawl (notebook 13).
 
-Both arms see the same number of steps and tokens, the same model, initialisation, learning-rate schedule and
-batch draws; only the text differs: the raw crawl of :func:`minillm.textdata.messy_corpus` (junk, copies and
-all) or what :func:`minillm.textdata.clean_documents` keeps. Each is scored on the same clean held-out course
-stories (``data/stories_val.txt``) every ``eval_every`` steps, for several seeds. A few hundred steps are not
-enough to tell the arms apart reliably (which run leaves the early loss plateau first is close to chance), so
-the curves are computed once, longer, here::
+The five arms differ only in the text: the ``raw`` crawl of :func:`minillm.textdata.messy_corpus` as it comes;
+``normalise`` (Unicode and whitespace normalisation only); ``dedup`` (normalise + exact and near dedup, no
+filters); ``filter`` (normalise + quality and language filters, no dedup); ``clean`` (all of it). Normalisation
+has an arm of its own because every other step runs on normalised text: without it, what dedup or the filters buy
+could not be told from what normalising buys. The language step *routes*: Spanish pages are another language, not
+junk, so the filtered arms set them aside as a Spanish corpus of their own (counted, not trained on here)
+instead of mixing them into the English training text.
 
-    python -m minillm.experiments.clean_vs_raw --out data/textdata --overwrite     # about 10 CPU-minutes
+Fair comparison: every arm trains on a stream of exactly the same number of tokens (``tokens_per_arm``, taken
+from the start of its curated text, in crawl order) for the same number of steps, so every arm sees the same
+tokens in all and each of its tokens the same number of times (``epochs``) — only the curation differs. The
+price of curation shows elsewhere: to fill the same stream a cleaner arm reads more of the crawl
+(``crawl_docs``). Each run is scored every ``eval_every`` steps on held-out clean English course stories
+(``data/stories_val.txt``) and on held-out Spanish stories from the generator's Spanish grammar (a seed the
+crawl does not use), for several seeds (initialisation and batch order; the crawl is the same)::
+
+    python -m minillm.experiments.clean_vs_raw --out data/textdata --overwrite     # about 15 CPU-minutes
     python -m minillm.experiments.clean_vs_raw --out /tmp/check --quick            # tiny sizes, seconds
 
 The file records this module's SHA-256 (``provenance``); ``tests/test_textdata.py`` fails when it is stale.
@@ -17,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,51 +43,128 @@ from minillm.experiments.provenance import provenance
 from minillm.model import GPT, GPTConfig
 from minillm.optim import warmup_cosine
 from minillm.paths import data_path
-from minillm.textdata import clean_documents, corpus_text, messy_corpus
+from minillm.textdata import MessyDocument, Pipeline, messy_corpus
+from minillm.textdata.messy import spanish_story
 from minillm.tokenizer import BPETokenizer
 from minillm.train.loop import lm_loss, validation_loss
 
 RESULT = "clean_vs_raw.json"
+
+#: The arms, in the order tables list them, and the pipeline steps each runs (raw runs none).
+ARMS: dict[str, str] = {
+    "raw": "nothing: the crawl as it comes",
+    "normalise": "normalise",
+    "dedup": "normalise, exact dedup, near dedup",
+    "filter": "normalise, quality filter, language routing",
+    "clean": "normalise, exact dedup, near dedup, quality filter, language routing",
+}
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything that fixes the experiment (recorded in the result file)."""
 
-    n_docs: int = 2000  # messy documents (about half of them are new course stories)
+    n_docs: int = 14500  # messy documents: enough that the cleanest arm still fills tokens_per_arm
     corpus_seed: int = 0
     val_stories: int = 100  # the first stories of data/stories_val.txt
+    val_spanish: int = 40  # held-out Spanish stories (seeded apart from the crawl)
     n_layer: int = 2
     n_head: int = 4
     d_model: int = 64
     context: int = 64
     batch_size: int = 16
-    steps: int = 1500
+    steps: int = 960
+    epochs: int = 1  # each arm's stream is steps·batch·context / epochs tokens
     max_lr: float = 3e-3
     min_lr: float = 3e-4
     warmup_steps: int = 50
-    eval_every: int = 100
+    eval_every: int = 80
     seeds: tuple[int, ...] = (0, 1, 2)
 
+    @property
+    def tokens_per_arm(self) -> int:
+        """The length of every arm's training stream: the tokens a run sees, divided by ``epochs``."""
+        return self.steps * self.batch_size * self.context // self.epochs
 
-QUICK = Settings(n_docs=200, val_stories=10, steps=20, warmup_steps=5, eval_every=10, seeds=(0,))
+
+QUICK = Settings(n_docs=400, val_stories=10, val_spanish=4, steps=20, warmup_steps=5, eval_every=10, seeds=(0,))
 
 
-def token_streams(settings: Settings) -> tuple[dict[str, np.ndarray], np.ndarray, BPETokenizer]:
-    """The two training streams (``raw``, ``clean``), the validation stream and the course tokenizer."""
+def arm_pipeline(arm: str) -> Pipeline | None:
+    """The pipeline an arm runs (None for ``raw``); the filtered arms keep Spanish apart, by language."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; expected one of {list(ARMS)}")
+    if arm == "raw":
+        return None
+    return Pipeline(languages=("en", "es"), dedup=arm in ("dedup", "clean"), filters=arm in ("filter", "clean"))
+
+
+def curate(arm: str, docs: list[MessyDocument]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """``(English-bound documents, Spanish documents set aside)`` for one arm, each as (crawl index, text)."""
+    pipeline = arm_pipeline(arm)
+    if pipeline is None:
+        return [(i, d.text) for i, d in enumerate(docs)], []
+    kept, spanish = [], []
+    for i, d in enumerate(docs):
+        text, where = pipeline.route(d.text)
+        if text is not None:
+            (spanish if where == "es" else kept).append((i, text))
+    return kept, spanish
+
+
+def arm_stream(
+    tokenizer: BPETokenizer, kept: list[tuple[int, str]], docs: list[MessyDocument], n_tokens: int
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The first ``n_tokens`` of an arm's text (each document then ``<|endoftext|>``) and what it is made of."""
+    parts, total, composition, used = [], 0, Counter(), 0
+    for i, text in kept:
+        ids = encode_documents(tokenizer, text + "\n")
+        take = min(len(ids), n_tokens - total)
+        parts.append(ids[:take])
+        composition[docs[i].kind] += int(take)
+        total += take
+        used = i + 1
+        if total == n_tokens:
+            break
+    if total < n_tokens:
+        raise ValueError(f"the crawl holds only {total:,} tokens for this arm, {n_tokens:,} needed: raise n_docs")
+    info = {"crawl_docs": used, "documents": len(parts), "tokens_by_kind": dict(sorted(composition.items()))}
+    return np.concatenate(parts), info
+
+
+def validation_sets(settings: Settings, tokenizer: BPETokenizer) -> dict[str, np.ndarray]:
+    """Held-out token streams: clean English course stories (``en``) and Spanish stories (``es``)."""
+    english = load_stories(data_path("stories_val.txt"))[: settings.val_stories]
+    rng = random.Random(f"spanish-validation-{settings.corpus_seed}")  # messy_corpus seeds "messy-<seed>"
+    spanish = [spanish_story(rng) for _ in range(settings.val_spanish)]
+    return {
+        "en": encode_documents(tokenizer, "\n\n".join(english)),
+        "es": encode_documents(tokenizer, "\n\n".join(spanish)),
+    }
+
+
+def token_streams(
+    settings: Settings,
+) -> tuple[dict[str, np.ndarray], dict[str, Any], dict[str, np.ndarray], BPETokenizer]:
+    """Every arm's training stream, what each holds (crawl documents read, tokens by kind, Spanish set aside),
+    the validation streams and the course tokenizer."""
     tokenizer = BPETokenizer.load(data_path("base/tokenizer.json"))
     docs = messy_corpus(load_stories(data_path("stories_train.txt")), settings.n_docs, settings.corpus_seed)
-    kept, _ = clean_documents([d.text for d in docs])
-    streams = {
-        "raw": encode_documents(tokenizer, corpus_text(docs)),
-        "clean": encode_documents(tokenizer, corpus_text(kept)),
-    }
-    val_text = "\n\n".join(load_stories(data_path("stories_val.txt"))[: settings.val_stories])
-    return streams, encode_documents(tokenizer, val_text), tokenizer
+    streams, info = {}, {}
+    for arm in ARMS:
+        kept, spanish = curate(arm, docs)
+        streams[arm], info[arm] = arm_stream(tokenizer, kept, docs, settings.tokens_per_arm)
+        info[arm]["steps"] = ARMS[arm]
+        read = [text for i, text in spanish if i < info[arm]["crawl_docs"]]  # in the part of the crawl it read
+        info[arm]["spanish_set_aside"] = {
+            "documents": len(read),
+            "tokens": int(sum(len(encode_documents(tokenizer, text + "\n")) for text in read)),
+        }
+    return streams, info, validation_sets(settings, tokenizer), tokenizer
 
 
 def make_model(settings: Settings, vocab_size: int, seed: int) -> GPT:
-    """The tiny GPT both arms train, initialised from ``seed`` (the same weights for both)."""
+    """The tiny GPT every arm trains, initialised from ``seed`` (the same weights for every arm)."""
     torch.manual_seed(seed)
     config = GPTConfig(
         vocab_size=vocab_size,
@@ -89,13 +177,15 @@ def make_model(settings: Settings, vocab_size: int, seed: int) -> GPT:
 
 
 def train_arm(
-    settings: Settings, tokens: np.ndarray, val_tokens: np.ndarray, vocab_size: int, seed: int
-) -> dict[str, list]:
-    """One run: AdamW with warmup + cosine on random windows of ``tokens``; validation loss every ``eval_every``."""
+    settings: Settings, tokens: np.ndarray, val_sets: dict[str, np.ndarray], vocab_size: int, seed: int
+) -> dict[str, Any]:
+    """One run: AdamW with warmup + cosine on random windows of ``tokens``; each validation loss every
+    ``eval_every`` steps (``val_loss[name]``, one list per validation set)."""
     model = make_model(settings, vocab_size, seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.max_lr, weight_decay=0.1)
     batches = RandomWindows(tokens, settings.batch_size, settings.context, seed=seed)
-    steps, val_losses, train_losses = [], [], []
+    steps, train_losses = [], []
+    val_losses: dict[str, list[float]] = {name: [] for name in val_sets}
     for step in range(settings.steps):
         for group in optimizer.param_groups:
             group["lr"] = warmup_cosine(
@@ -112,27 +202,36 @@ def train_arm(
         train_losses.append(round(loss.item(), 4))
         if (step + 1) % settings.eval_every == 0:
             steps.append(step + 1)
-            val_losses.append(validation_loss(model, val_tokens, settings.context))
+            for name, val_tokens in val_sets.items():
+                val_losses[name].append(validation_loss(model, val_tokens, settings.context))
     return {"steps": steps, "val_loss": val_losses, "train_loss": train_losses}
 
 
 def run(settings: Settings, command: str) -> dict[str, Any]:
     """Every arm and seed; the JSON payload of the result file."""
     torch.set_num_threads(1)  # bit-identical to the notebook's and the tests' kernels on the same CPU
-    streams, val_tokens, tokenizer = token_streams(settings)
+    streams, info, val_sets, tokenizer = token_streams(settings)
+    tokens_seen = settings.steps * settings.batch_size * settings.context
     payload: dict[str, Any] = {
         "settings": asdict(settings),
-        "tokens": {name: int(len(ids)) for name, ids in streams.items()} | {"val": int(len(val_tokens))},
+        "tokens_per_arm": settings.tokens_per_arm,
+        "tokens_seen": tokens_seen,
+        "arms": {
+            arm: {**info[arm], "tokens": int(len(streams[arm])), "epochs": tokens_seen / len(streams[arm])}
+            for arm in ARMS
+        },
+        "val_tokens": {name: int(len(ids)) for name, ids in val_sets.items()},
         "runs": {},
         "provenance": provenance(sys.modules[__name__], command),
     }
     for seed in settings.seeds:
-        for name, ids in streams.items():
+        for arm, ids in streams.items():
             started = time.perf_counter()
-            result = train_arm(settings, ids, val_tokens, tokenizer.vocab_size, seed)
-            payload["runs"][f"{name}_seed{seed}"] = {"arm": name, "seed": seed, **result}
+            result = train_arm(settings, ids, val_sets, tokenizer.vocab_size, seed)
+            payload["runs"][f"{arm}_seed{seed}"] = {"arm": arm, "seed": seed, **result}
+            finals = ", ".join(f"{name} {losses[-1]:.3f}" for name, losses in result["val_loss"].items())
             print(
-                f"{name} seed {seed}: val loss {result['val_loss'][-1]:.3f} after {settings.steps} steps "
+                f"{arm} seed {seed}: val loss {finals} after {settings.steps} steps "
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
