@@ -10,6 +10,8 @@ processes.
 - :mod:`~minillm.parallel.comm` — bytes and time of collectives and of each strategy
 - :mod:`~minillm.parallel.planner` — which layouts fit a given memory and device count, ranked by a
   modelled step time (compute, exposed communication, pipeline bubble, recomputation)
+- :mod:`~minillm.parallel.allreduce_cost` — what a real gloo all-reduce costs: latency α plus bytes over
+  bandwidth, fitted, and why gradients travel in buckets
 - :mod:`~minillm.parallel.ddp_by_hand` — the same ideas on real ``torch.distributed`` processes: a bucketed,
   overlapped data-parallel wrapper and ZeRO-1, written out (PyTorch's own DDP/FSDP runs are in
   :mod:`minillm.train.sharded`)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import socket
 import tempfile
 import time
@@ -38,6 +39,7 @@ __all__ = [
     "ZeroRedundancyOptimizer",
     "find_free_port",
     "init_process",
+    "leave_process_group",
     "run_data_parallel_check",
 ]
 
@@ -54,6 +56,20 @@ def init_process(rank: int, world_size: int, port: int, backend: str | None = No
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world_size else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+
+
+def leave_process_group() -> None:
+    """Leave the process group once every rank is done: barrier, let gloo's threads finish, then destroy it.
+
+    The pause matters. Right after a collective, a gloo worker thread may still be releasing its tensors, which
+    needs the GIL; if the group is destroyed at that moment (by ``destroy_process_group`` or by the last DDP
+    reducer going away), the destructor waits for that thread while holding the GIL, and the process hangs
+    (seen with torch 2.13's gloo backend). Sleeping releases the GIL, so the thread finishes first.
+    """
+    dist.barrier()
+    gc.collect()  # DDP reducers and work handles that still refer to the group
+    time.sleep(0.2)
+    dist.destroy_process_group()
 
 
 class DataParallel(nn.Module):
@@ -274,8 +290,11 @@ def data_parallel_worker(rank: int, world_size: int, port: int, spec: dict[str, 
         results["zero_state_bytes"] = zero.state_bytes()
         results["timings"] = timings
         torch.save(results, Path(out_dir) / f"rank{rank}.pt")
+        del dp, ddp, zero, optimizer
+        leave_process_group()
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():  # after an error: the other ranks may be gone, so no barrier
+            dist.destroy_process_group()
 
 
 def single_process_reference(spec: dict[str, Any]) -> dict[str, Any]:
