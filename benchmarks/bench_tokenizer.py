@@ -10,9 +10,10 @@ pre-token) encode in time close to `tokenizers`', not the seconds a rescan-per-m
 `tokenizers` breaks ties between equally frequent pairs differently, so merge lists are compared and the
 first difference reported. The course corpus has a small vocabulary of words: past ~2100 tokens every
 pre-token is one token and training stops early (both libraries); the row then says which size was reached.
-Issue #25: loading GPT-2's published format (``vocab.json`` + ``merges.txt``) of a 30k vocabulary, against
-`tokenizers` loading the same two files (the files are written by `tokenizers` from random words, since the
-course corpus cannot fill that many tokens).
+Issue #25: loading GPT-2's published format (``vocab.json`` + ``merges.txt``) of a 50k vocabulary (GPT-2's
+size), against `tokenizers` loading the same two files and against minillm's own tiktoken loader on the same
+ranks (the files are written by `tokenizers` from random words, since the course corpus cannot fill that many
+tokens). The GPT-2 load took 4-5 s at 50k while it rebuilt the 256-entry byte table for every token.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def bench_unspaced(trained: BPETokenizer, hf: Tokenizer, letters: int = 200_000)
 
 
 def bench_gpt2_load(vocab_size: int) -> None:
-    """Time BPETokenizer.from_gpt2_files against tokenizers' ByteLevelBPETokenizer on the same two files."""
+    """Time BPETokenizer.from_gpt2_files against tokenizers' ByteLevelBPETokenizer on the same two files, and
+    against BPETokenizer.from_tiktoken_ranks on the same tokens and ids (the loader without the text alphabet)."""
     import tempfile
     from pathlib import Path
 
@@ -167,9 +169,13 @@ def bench_gpt2_load(vocab_size: int) -> None:
         vocab, merges = Path(tmp) / "vocab.json", Path(tmp) / "merges.txt"
         ours, t_ours = timed(BPETokenizer.from_gpt2_files, vocab, merges, special_tokens=SPECIALS)
         _, t_hf = timed(ByteLevelBPETokenizer, str(vocab), str(merges))
+        ranks = ours.save_tiktoken_ranks(Path(tmp) / "ranks.tiktoken")  # the same tokens and ids
+        tiktoken_style, t_ranks = timed(BPETokenizer.from_tiktoken_ranks, ranks)
+    same = "same merges" if tiktoken_style.merges == ours.merges else "merges differ"
     print(
-        f"\nGPT-2 files, {ours.vocab_size:,} tokens: minillm from_gpt2_files {t_ours:.2f} s, "
-        f"tokenizers {t_hf:.3f} s ({t_ours / t_hf:.1f}x)"
+        f"\nGPT-2 files, {ours.vocab_size:,} tokens: minillm from_gpt2_files {t_ours:.2f} s | tokenizers "
+        f"{t_hf:.3f} s ({t_ours / t_hf:.1f}x) | minillm from_tiktoken_ranks {t_ranks:.2f} s "
+        f"(gpt2/tiktoken = {t_ours / t_ranks:.2f}x, {same})"
     )
 
 
@@ -189,7 +195,7 @@ def main() -> None:
     bench_training(one_mb, "a 1 MB slice", [512, 1024, 4096], [] if args.skip_naive else [1024])
     bench_training(corpus, "the whole corpus (~5 MB)", [512, 1024, 4096], [])
     bench_encoding(corpus, 4096)
-    bench_gpt2_load(30000)
+    bench_gpt2_load(50000)
 
 
 if __name__ == "__main__":

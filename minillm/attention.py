@@ -75,9 +75,22 @@ def scaled_dot_product_attention(
         raise ValueError(f"q and k must share the head width, got {q.shape[-1]} and {k.shape[-1]}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same number of keys, got {k.shape[-2]} and {v.shape[-2]}")
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+    return _attention(q, k, v, mask, is_causal, dropout_p, return_weights)
+
+
+def _attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+    return_weights: bool,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """:func:`scaled_dot_product_attention` of checked inputs (what :class:`CausalSelfAttention` runs)."""
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [..., Tq, Tk]
     allowed = mask
     if is_causal:
         causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
@@ -147,7 +160,7 @@ def fused_attention(
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
         except ImportError:  # torch < 2.3: the written-out attention is the math path
-            return scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
+            return _attention(q, k, v, mask, is_causal, dropout_p, False)
         with sdpa_kernel(SDPBackend.MATH):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=dropout_p)
@@ -158,7 +171,9 @@ class LayerKVCache:
 
     Preallocated [batch, n_head, max_length, head_dim] buffers; ``append(k, v, start)`` writes the new
     keys/values at positions start..start+T−1 and returns everything cached so far. The model-level
-    :class:`minillm.model.KVCache` holds one of these per block and the shared position.
+    :class:`minillm.model.KVCache` holds one of these per block and the shared position. ``append`` runs
+    once per layer per decoded token, so it checks nothing: the model checks once per call that the new
+    positions fit (start + T ≤ max_length) and that the batch is the cache's.
     """
 
     def __init__(
@@ -177,10 +192,6 @@ class LayerKVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
         end = start + k.shape[-2]
-        if end > self.max_length:
-            raise ValueError(f"KV cache holds {self.max_length} positions; cannot write up to position {end}")
-        if k.shape[0] != self.keys.shape[0]:
-            raise ValueError(f"KV cache was made for batch size {self.keys.shape[0]}, got {k.shape[0]}")
         self.keys[:, :, start:end] = k
         self.values[:, :, start:end] = v
         return self.keys[:, :, :end], self.values[:, :, :end]
@@ -239,10 +250,10 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Attend causally; ``start_pos`` is the position of x's first token (non-zero with a cache).
 
-        ``return_weights`` (manual path only) also returns the weights [B, n_head, T, T_keys].
+        ``return_weights`` (manual path only) also returns the weights [B, n_head, T, T_keys]. ``x`` is not
+        checked here (this runs once per layer per token): a wrong width fails in ``qkv``, torch's own check,
+        and :class:`minillm.model.GPT` checks its input once per call.
         """
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"expected x of shape [B, T, {self.d_model}], got {tuple(x.shape)}")
         B, T, _ = x.shape
         q, k, v = self.split_heads(x)
         if self.rope is not None:
@@ -266,9 +277,7 @@ class CausalSelfAttention(nn.Module):
         if self.attn_impl == "sdpa" and not return_weights:
             y = fused_attention(q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p)
         else:
-            y, weights = scaled_dot_product_attention(
-                q, k, v, mask=mask, is_causal=is_causal, dropout_p=dropout_p, return_weights=True
-            )
+            y, weights = _attention(q, k, v, mask, is_causal, dropout_p, True)
         y = y.transpose(1, 2).contiguous().view(B, T, self.d_model)
         y = self.resid_dropout(self.proj(y))
         return (y, weights) if return_weights else y

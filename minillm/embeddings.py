@@ -50,13 +50,6 @@ def _check_style(style: str) -> None:
         raise ValueError(f"RoPE style must be one of {ROPE_STYLES}, got {style!r}")
 
 
-def _check_positions(start: int, length: int, context_length: int) -> None:
-    if not isinstance(start, int) or start < 0:
-        raise ValueError(f"start position must be a non-negative int, got {start!r}")
-    if start + length > context_length:
-        raise ValueError(f"positions {start}..{start + length - 1} exceed the context length {context_length}")
-
-
 def _angles(start: int, length: int, dim: int, base: float) -> torch.Tensor:
     """[length, dim/2] float64 angles p·base^(−2i/dim) of positions p = start..start+length−1 and pairs i:
     the clock frequencies shared by the sinusoidal encodings and RoPE."""
@@ -88,8 +81,11 @@ class LearnedPositionalEmbedding(nn.Module):
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
 
     def forward(self, length: int, start: int = 0) -> torch.Tensor:
-        """Vectors for positions start..start+length−1, shape [length, d_model] (add to token vectors)."""
-        _check_positions(start, length, self.context_length)
+        """Vectors for positions start..start+length−1, shape [length, d_model] (add to token vectors).
+
+        Not checked per call (a slice past the table is shorter than ``length``): the model checks once per
+        call that its positions fit the context.
+        """
         return self.weight[start : start + length]
 
 
@@ -103,7 +99,6 @@ class SinusoidalPositionalEmbedding(nn.Module):
         self.register_buffer("table", sinusoidal_positions(context_length, d_model, base), persistent=False)
 
     def forward(self, length: int, start: int = 0) -> torch.Tensor:
-        _check_positions(start, length, self.context_length)
         return self.table[start : start + length]
 
 
@@ -137,6 +132,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str
     if x.shape[-2:] != cos.shape:
         raise ValueError(f"RoPE angles of shape {tuple(cos.shape)} do not match x of shape {tuple(x.shape)}")
     _check_style(style)
+    return _rotate(x, cos, sin, style)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, style: str) -> torch.Tensor:
+    """:func:`apply_rope` of checked inputs (what :class:`RotaryEmbedding` runs, twice per layer per call)."""
     if style == "half":
         half = x.shape[-1] // 2
         partner = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
@@ -160,7 +160,9 @@ def rope_permutation(head_dim: int) -> torch.Tensor:
 class RotaryEmbedding(nn.Module):
     """Precomputed RoPE tables for one head width; ``forward(x, start)`` rotates x [B, H, T, head_dim].
 
-    ``style`` is the pairing ("half" or "interleaved", see :data:`ROPE_STYLES`).
+    ``style`` is the pairing ("half" or "interleaved", see :data:`ROPE_STYLES`), checked when the tables are
+    built; ``forward`` checks nothing (it runs twice per layer per token): the model checks once per call that
+    its positions fit the context.
     """
 
     def __init__(self, head_dim: int, context_length: int, base: float = 10000.0, style: str = "half") -> None:
@@ -172,5 +174,4 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         length = x.shape[-2]
-        _check_positions(start, length, self.context_length)
-        return apply_rope(x, self.cos[start : start + length], self.sin[start : start + length], self.style)
+        return _rotate(x, self.cos[start : start + length], self.sin[start : start + length], self.style)

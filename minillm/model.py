@@ -219,9 +219,14 @@ class Block(nn.Module):
 
 
 class KVCache:
-    """One :class:`LayerKVCache` per block plus ``length``, the number of positions already processed."""
+    """One :class:`LayerKVCache` per block plus ``length``, the number of positions already processed.
+
+    The layers write without checking (once per layer per token would be the decoding loop's overhead):
+    :meth:`GPT.forward` checks, once per call, that the new positions fit and that the batch is the cache's.
+    """
 
     def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str | None, dtype: torch.dtype):
+        self.batch_size = batch_size
         self.layers = [
             LayerKVCache(batch_size, config.n_kv_head, config.context_length, config.head_dim, device, dtype)
             for _ in range(config.n_layer)
@@ -304,7 +309,11 @@ class GPT(nn.Module):
         p = self.tok_emb.weight
         return KVCache(self.config, batch_size, p.device, p.dtype)
 
-    def _check_ids(self, idx: torch.Tensor, start: int, check_length: bool = True) -> None:
+    def _check_ids(
+        self, idx: torch.Tensor, start: int, check_length: bool = True, kv_cache: KVCache | None = None
+    ) -> None:
+        """The shape checks of every public entry (forward, hidden_states, attention_weights, generate): the
+        blocks, attention, position tables and KV cache below trust them and check nothing per call."""
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"idx must be a LongTensor [B, T], got {type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32):
@@ -315,6 +324,8 @@ class GPT(nn.Module):
         if check_length and start + T > limit:
             where = f" after {start} cached positions" if start else ""
             raise ValueError(f"sequence of length {T}{where} exceeds the context length {limit}")
+        if kv_cache is not None and idx.shape[0] != kv_cache.batch_size:
+            raise ValueError(f"KV cache was made for batch size {kv_cache.batch_size}, got {idx.shape[0]}")
 
     def _check_vocab(self, idx: torch.Tensor) -> None:
         """Ids outside the vocabulary, named (at generate's entry: the forward pass does not sync to check)."""
@@ -324,7 +335,6 @@ class GPT(nn.Module):
             raise ValueError(f"token id {bad[0].item()} is outside the vocabulary [0, {vocab})")
 
     def _embed(self, idx: torch.Tensor, start: int) -> torch.Tensor:
-        self._check_ids(idx, start)
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(idx.shape[1], start)
@@ -336,6 +346,7 @@ class GPT(nn.Module):
 
         Computed with the written-out attention, whatever ``attn_impl`` says (SDPA does not expose them).
         """
+        self._check_ids(idx, 0)
         x = self._embed(idx, 0)
         maps = []
         for block in self.blocks:
@@ -348,6 +359,11 @@ class GPT(nn.Module):
     def hidden_states(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
         """Final-norm hidden states [B, T, d_model] (what reward and value heads read)."""
         start = kv_cache.length if kv_cache is not None else 0
+        self._check_ids(idx, start, kv_cache=kv_cache)
+        return self._hidden_states(idx, kv_cache, start)
+
+    def _hidden_states(self, idx: torch.Tensor, kv_cache: KVCache | None, start: int) -> torch.Tensor:
+        """:meth:`hidden_states` of checked input (the decoding loop's steps are checked once, by generate)."""
         x = self._embed(idx, start)
         recompute = self.activation_checkpointing and kv_cache is None and torch.is_grad_enabled()
         for i, block in enumerate(self.blocks):
@@ -457,7 +473,9 @@ class GPT(nn.Module):
         eos_id: int | None,
     ) -> Iterator[torch.Tensor]:
         """The decoding loop of :meth:`generate` and :meth:`stream`: one [B] tensor of next ids per step, from a
-        KV cache filled by the prompt (settings already checked). Eval mode while it runs, then restored."""
+        KV cache filled by the prompt. Settings and prompt are checked by the caller, once: the steps run the
+        model unchecked (every new window fits the context and the cache's batch). Eval mode while it runs,
+        then restored."""
         limit = self.config.context_length
         was_training = self.training
         self.eval()
@@ -476,9 +494,9 @@ class GPT(nn.Module):
                     break
                 window = torch.cat([window[:, -(limit - 1) :], next_id[:, None].to(window.dtype)], dim=1)
                 if cache.length < limit:
-                    logits = self(window[:, -1:], kv_cache=cache)[:, -1]
+                    logits = self.lm_head(self._hidden_states(window[:, -1:], cache, cache.length))[:, -1]
                 else:  # past the context: positions shift, so the cache is useless; recompute the window
-                    logits = self(window[:, -limit:])[:, -1]
+                    logits = self.lm_head(self._hidden_states(window[:, -limit:], None, 0))[:, -1]
         finally:
             self.train(was_training)
 

@@ -7,7 +7,7 @@ import torch
 from chat_helpers import TOK
 
 from minillm import batches, chat
-from minillm.alignment import loops, reward_model, rlhf
+from minillm.alignment import loops, pg_losses, reward_model, rlhf
 from minillm.model import GPT, GPTConfig
 
 PAD = TOK.index["<|end|>"]
@@ -142,6 +142,29 @@ def test_rlhf_raises_a_toy_reward_and_starts_at_zero_kl(advantage):
     assert history.kl[-1] > 0 and len(history.gold) == 25
 
 
+@pytest.mark.parametrize("advantage", ["gae", "grpo"])
+@pytest.mark.parametrize("reduction", ["token", "sequence", "constant"])
+def test_rlhf_reduces_its_losses_as_the_config_says(advantage, reduction, monkeypatch):
+    """Every per-token loss of the update is reduced by pg_losses with the config's reduction, the constant
+    one over the response budget (the arithmetic is checked in test_alignment_ppo.py)."""
+    seen = []
+
+    def spy(losses, mask, how, max_len=None):
+        seen.append((how, max_len))
+        return pg_losses.reduce_token_losses(losses, mask, how, max_len)
+
+    monkeypatch.setattr(rlhf, "reduce_token_losses", spy)
+    value_model = reward_model.ScalarHeadModel(tiny_gpt(5), d_model=32) if advantage == "gae" else None
+    config = rlhf.RLHFConfig(
+        advantage=advantage, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=6, ppo_epochs=2,
+        reduction=reduction,
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(0)
+    rlhf.train_rlhf(tiny_gpt(4), tiny_gpt(4), TOK, ["ab?", "cd?"], fraction_of_a, config, value_model, None, generator)
+    per_epoch = 2 if advantage == "grpo" else 1  # GRPO also reduces its β·k3 term
+    assert seen == [(reduction, 6)] * (2 * per_epoch)
+
+
 def test_missing_end_penalty_teaches_the_policy_to_stop():
     """A constant reward gives no signal; the penalty alone must raise the share of responses that end."""
     config = rlhf.RLHFConfig(
@@ -169,5 +192,7 @@ def test_rlhf_config_rejects_bad_settings():
         rlhf.RLHFConfig(advantage="reinforce")
     with pytest.raises(ValueError, match="group_size"):
         rlhf.RLHFConfig(advantage="grpo", group_size=1)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        rlhf.RLHFConfig(reduction="none")  # train_rlhf needs one number to step on
     with pytest.raises(ValueError, match="value_model"):
         rlhf.train_rlhf(tiny_gpt(), tiny_gpt(), TOK, ["a?"], fraction_of_a, rlhf.RLHFConfig(advantage="gae"))

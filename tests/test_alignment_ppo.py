@@ -6,6 +6,9 @@ import pytest
 import torch
 
 from minillm.alignment import ppo, rlhf
+from minillm.alignment.advantages import grpo_advantages
+from minillm.alignment.kl import kl_k3
+from minillm.alignment.logprobs import masked_mean
 
 
 @pytest.mark.parametrize(
@@ -124,3 +127,70 @@ def test_grpo_loss_of_an_all_equal_group_is_only_the_kl_term():
     assert loss_at_ref.item() == 0.0
     with pytest.raises(ValueError, match="beta"):
         rlhf.grpo_loss(logp, logp, ref_logp, torch.tensor([0.0, 1.0]), mask, 2, beta=-0.1)
+
+
+def _rl_batch(dtype=torch.float32):
+    """A fixed batch as train_rlhf sees one: 6 responses of different lengths (prompt and padding masked)."""
+    g = torch.Generator().manual_seed(3)
+    n, length = 6, 7
+    old_logp = -torch.rand(n, length, generator=g, dtype=dtype) * 3
+    logp = old_logp + 0.4 * torch.randn(n, length, generator=g, dtype=dtype)
+    ref_logp = old_logp + 0.3 * torch.randn(n, length, generator=g, dtype=dtype)
+    scores = torch.rand(n, generator=g, dtype=dtype)
+    advantages = torch.randn(n, length, generator=g, dtype=dtype)
+    mask = torch.ones(n, length, dtype=torch.long)
+    mask[:, :2] = 0  # the prompt
+    mask[1, 4:] = 0
+    mask[4, 3:] = 0
+    return logp, old_logp, ref_logp, scores, advantages, mask
+
+
+def test_default_reduction_is_bit_identical_to_the_per_token_mean_the_committed_runs_used():
+    """The committed RL results were trained with ``−masked_mean(objective)`` (+ ``β·masked_mean(k3)`` for GRPO):
+    the default reduction must give the same loss and gradient to the last bit (float32, as the runs)."""
+    logp0, old_logp, ref_logp, scores, advantages, mask = _rl_batch()
+
+    def gae_before(logp):
+        objective, _ = ppo.clipped_surrogate(logp, old_logp, advantages, 0.2)
+        return -masked_mean(objective, mask)
+
+    def grpo_before(logp):
+        adv = grpo_advantages(scores, 3)[:, None] * mask
+        objective, _ = ppo.clipped_surrogate(logp, old_logp, adv, 0.2)
+        return -masked_mean(objective, mask) + 0.05 * masked_mean(kl_k3(logp, ref_logp), mask)
+
+    def gae_now(logp):
+        return rlhf.policy_loss(logp, old_logp, advantages, mask, 0.2, rlhf.RLHFConfig().reduction, 7)[0]
+
+    def grpo_now(logp):
+        return rlhf.grpo_loss(logp, old_logp, ref_logp, scores, mask, 3, 0.05, 0.2, rlhf.RLHFConfig().reduction, 7)[0]
+
+    for before, now in ((gae_before, gae_now), (grpo_before, grpo_now)):
+        a, b = logp0.clone().requires_grad_(True), logp0.clone().requires_grad_(True)
+        loss_a, loss_b = before(a), now(b)
+        loss_a.backward(), loss_b.backward()
+        assert torch.equal(loss_a, loss_b) and torch.equal(a.grad, b.grad)
+    # and the PPO path equals ppo.clipped_policy_loss, diagnostics included
+    assert rlhf.policy_loss(logp0, old_logp, advantages, mask) == ppo.clipped_policy_loss(
+        logp0, old_logp, advantages, mask
+    )
+
+
+def test_other_reductions_weigh_each_response_or_a_constant():
+    """``"sequence"``: the mean over responses of each one's token mean; ``"constant"``: the token sum over
+    N × max_len — of both the surrogate and (GRPO) the k3 term."""
+    logp, old_logp, ref_logp, scores, advantages, mask = _rl_batch(torch.float64)
+    objective, _ = ppo.clipped_surrogate(logp, old_logp, advantages, 0.2)
+    m = mask.to(torch.float64)
+    per_response = ((-objective * m).sum(1) / m.sum(1)).mean()
+    seq, _ = rlhf.policy_loss(logp, old_logp, advantages, mask, 0.2, "sequence")
+    const, _ = rlhf.policy_loss(logp, old_logp, advantages, mask, 0.2, "constant", max_len=10)
+    assert seq.item() == pytest.approx(per_response.item(), abs=1e-12)
+    assert const.item() == pytest.approx((-objective * m).sum().item() / (6 * 10), abs=1e-12)
+    no_kl, _ = rlhf.grpo_loss(logp, old_logp, ref_logp, scores, mask, 3, 0.0, 0.2, "sequence")
+    with_kl, _ = rlhf.grpo_loss(logp, old_logp, ref_logp, scores, mask, 3, 0.1, 0.2, "sequence")
+    log_r = ref_logp - logp
+    k3 = torch.exp(log_r) - 1 - log_r
+    assert (with_kl - no_kl).item() == pytest.approx(0.1 * ((k3 * m).sum(1) / m.sum(1)).mean().item(), abs=1e-12)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        rlhf.policy_loss(logp, old_logp, advantages, mask, 0.2, "mean")

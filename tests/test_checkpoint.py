@@ -1,17 +1,26 @@
 """minillm.checkpoint: atomic saves, weights_only loads with clear errors, and the pretrained-folder format."""
 
+import warnings
+from pathlib import Path
+
 import pytest
 import torch
 
 from minillm import checkpoint as ckpt
+from minillm.alignment.reward_model import load_reward_model
 from minillm.checkpoint import (
+    CHECKSUM_FILE,
+    MODEL_FILE,
     CheckpointError,
+    UnverifiedCheckpointWarning,
     load_checkpoint,
     load_pretrained,
     save_checkpoint,
     save_pretrained,
+    write_checksums,
 )
 from minillm.model import GPT, GPTConfig
+from minillm.paths import data_path
 from minillm.tokenizer import BPETokenizer
 
 
@@ -106,3 +115,89 @@ def test_a_checksum_file_that_is_not_utf8_is_a_named_checkpoint_error(tmp_path):
     path.write_bytes(good.encode() + b"\xff\xfe  config.json\n")
     with pytest.raises(CheckpointError, match=r"checksums\.sha256, line 2: not UTF-8"):
         ckpt.read_checksums(path)
+
+
+# ------------------------------------------------- checksums: flipped bytes and edited files are caught
+TEXT = "hello, world! the cat sat on the mat. the dog sat on the log. " * 10
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> BPETokenizer:
+    return BPETokenizer.train(TEXT, 300)
+
+
+def _flip_inside(path: Path, tensor: torch.Tensor, count: int = 8) -> None:
+    """Flip ``count`` bytes inside ``tensor``'s data as stored in ``path`` (found by its first 64 bytes)."""
+    data = bytearray(path.read_bytes())
+    at = data.find(tensor.detach().contiguous().numpy().tobytes()[:64])
+    assert at > 0
+    for i in range(at + 16, at + 16 + count):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _tiny(vocab: int = 300) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=vocab, context_length=16, n_layer=1, n_head=2, d_model=32))
+
+
+def test_flipped_bytes_in_a_checkpoint_are_a_checkpoint_error(tmp_path):
+    model = _tiny()
+    path = save_checkpoint({"step": 3, "model": model.state_dict()}, tmp_path / "checkpoint.pt")
+    assert load_checkpoint(path)["step"] == 3
+    _flip_inside(path, model.tok_emb.weight)  # used to load, with tok_emb/lm_head quietly altered
+    with pytest.raises(CheckpointError, match=r"checkpoint\.pt: checksum mismatch"):
+        load_checkpoint(path)
+
+
+def test_flipped_bytes_in_a_model_folder_are_a_checkpoint_error(tmp_path, tokenizer):
+    model = _tiny(tokenizer.vocab_size)
+    folder = save_pretrained(tmp_path / "model", model, tokenizer)
+    assert (folder / CHECKSUM_FILE).read_text(encoding="ascii").count("\n") == 3
+    _flip_inside(folder / MODEL_FILE, model.tok_emb.weight)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: sha256 .* does not match"):
+        load_pretrained(folder)
+
+
+def test_edited_tokenizer_or_head_is_caught_too(tmp_path, tokenizer):
+    from minillm.alignment.reward_model import ScalarHeadModel, save_reward_model
+
+    model = _tiny(tokenizer.vocab_size)
+    folder = save_reward_model(tmp_path / "rm", ScalarHeadModel(model, 32), tokenizer)
+    head = folder / "head.json"
+    head.write_text(head.read_text().replace("[", "[1.0, ", 1))
+    with pytest.raises(CheckpointError, match=r"head\.json: sha256"):
+        load_reward_model(folder)
+
+
+def test_files_saved_before_checksums_load_with_a_warning(tmp_path, tokenizer):
+    model = _tiny(tokenizer.vocab_size)
+    torch.save({"step": 1}, tmp_path / "old.pt")  # the layout written before checksums
+    with pytest.warns(UnverifiedCheckpointWarning, match=r"old\.pt: has no checksum"):
+        assert load_checkpoint(tmp_path / "old.pt") == {"step": 1}
+    folder = save_pretrained(tmp_path / "old", model, tokenizer)
+    (folder / CHECKSUM_FILE).unlink()
+    with pytest.warns(UnverifiedCheckpointWarning, match="no checksums.sha256"):
+        load_pretrained(folder)
+
+
+@pytest.mark.parametrize("name", ["base", "base_long", "posttrain/sft", "posttrain/rm", "posttrain/rm_onpolicy"])
+def test_committed_model_folders_verify_without_warnings(name):
+    folder = data_path(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if (folder / "head.json").is_file():
+            load_reward_model(folder)
+        else:
+            load_pretrained(folder)
+
+
+def test_tokenizer_and_model_vocabularies_must_match(tmp_path, tokenizer):
+    # a folder whose tokenizer.json came from another run (checksums re-recorded, so only the sizes differ)
+    folder = save_pretrained(tmp_path / "m", _tiny(400))
+    tokenizer.save(folder / "tokenizer.json")
+    write_checksums(folder, [MODEL_FILE, "config.json", "tokenizer.json"])
+    with pytest.raises(CheckpointError, match=rf"tokenizer\.json has {tokenizer.vocab_size} ids but .* vocab_size=400"):
+        load_pretrained(folder)  # used to load; sampling then made ids the tokenizer cannot decode
+    with pytest.raises(ValueError, match=rf"has {tokenizer.vocab_size} ids but the model has vocab_size=400"):
+        save_pretrained(tmp_path / "bad", _tiny(400), tokenizer)

@@ -59,9 +59,12 @@ def test_position_modules_slice_by_start():
     fixed = SinusoidalPositionalEmbedding(16, 8)
     assert list(fixed.parameters()) == [] and fixed.state_dict() == {}
     torch.testing.assert_close(fixed(5, start=2), sinusoidal_positions(16, 8)[2:7], atol=0, rtol=0)
-    for module in (learned, fixed):
-        with pytest.raises(ValueError, match="positions 14..17 exceed the context length 16"):
-            module(4, start=14)
+    for pos in ("learned", "sinusoidal", "rope"):  # the model checks its positions once per call, not the tables
+        model = GPT(GPTConfig(vocab_size=11, context_length=16, n_layer=1, n_head=2, d_model=8, pos=pos))
+        cache = model.new_kv_cache(1)
+        model(torch.zeros(1, 14, dtype=torch.long), kv_cache=cache)
+        with pytest.raises(ValueError, match="length 4 after 14 cached positions exceeds the context length 16"):
+            model(torch.zeros(1, 4, dtype=torch.long), kv_cache=cache)
 
 
 def test_bad_shapes_are_clear_errors():

@@ -10,8 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from minillm.end_to_end.cli import main
+from minillm.end_to_end.presets import RunSize, SFTSize, get_run_size
+from minillm.train.cli import main as train_main
+from minillm.train.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "tiny", "--no-progress", "--threads", "2"]
@@ -197,3 +201,48 @@ def test_long_course_config_is_the_course_config_trained_longer() -> None:
     assert longer["decay_steps"] / longer["max_steps"] == course["decay_steps"] / course["max_steps"]
     saved = json.loads((ROOT / "data" / "base_long" / "config.json").read_text())["train"]
     assert {k: saved[k] for k in longer if k != "_comment"} == {k: v for k, v in longer.items() if k != "_comment"}
+
+
+TEXT = "hello, world! the cat sat on the mat. the dog sat on the log. " * 10
+
+
+def test_unknown_pipeline_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown pipeline preset 'bogus'; choose one of \['course', .*'tiny'\]"):
+        get_run_size("bogus")
+    assert get_run_size("tiny") is get_run_size("tiny")  # built once
+    with pytest.raises(ValueError, match=r"a run size does not set \['out_dir'\]: the run itself chooses them"):
+        RunSize(pretrain={"out_dir": "x"}, sft=SFTSize(steps=1, lr=1e-3), align=get_run_size("tiny").align)
+    with pytest.raises(ConfigError, match="n_head=3 does not divide d_model=32"):
+        RunSize(pretrain={"n_head": 3, "d_model": 32}, sft=SFTSize(steps=1, lr=1e-3), align=get_run_size("tiny").align)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--threads", "0"], "--threads must be"),
+        (["--device", "tpu"], "--device: device 'tpu'"),
+        (["--device", "cuda"], "--device: device 'cuda' was requested but torch sees no CUDA GPU"),
+    ],
+)
+def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flags, message, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=message):
+        main(["--preset", "tiny", "--run-dir", str(tmp_path / "run"), *flags])
+    assert not (tmp_path / "run").exists()
+
+
+def test_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
+    """Used to pass the up-front checks, train a tokenizer, then crash inside RandomWindows with a traceback."""
+    short = tmp_path / "short.txt"
+    short.write_text("Hello there, a short story.\n\nAnother short one here.\n\nAnd a third.\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"short.txt: 53 bytes of training text .*context_length \+ 1 = 257"):
+        main(["--preset", "tiny", "--text", str(short), "--run-dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+    # the train command line finds out after tokenising (tokens, not bytes, fill a window) and says so
+    train = tmp_path / "train.txt"
+    train.write_text(TEXT, encoding="utf-8")
+    argv = ["--train-file", str(train), "--val-file", "none", "--out-dir", str(tmp_path / "out"), "--vocab-size",
+            "300", "--n-layer", "1", "--d-model", "32", "--context-length", "1024", "--max-steps", "2",
+            "--warmup-steps", "1", "--no-progress", "--device", "cpu"]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"train.txt: [0-9,]+ tokens after tokenisation, fewer than one train window"):
+        train_main(argv)

@@ -272,7 +272,7 @@ def test_the_timed_run_probes_catch_the_issue_pattern_on_their_own(monkeypatch):
 PUBLISHED_GPT4 = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
-COURSE_CUSTOM = r"[A-Za-z]+| ?[0-9]+|\s+|[^\sA-Za-z0-9]"  # tests/test_bad_inputs.py's opted-in pattern
+COURSE_CUSTOM = r"[A-Za-z]+| ?[0-9]+|\s+|[^\sA-Za-z0-9]"  # test_tokenizer_bpe.py's opted-in pattern
 
 
 @pytest.mark.parametrize("pattern", [GPT2_PATTERN, GPT4_PATTERN, PUBLISHED_GPT4, COURSE_CUSTOM])

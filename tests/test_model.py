@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -208,6 +209,9 @@ def test_kv_cache_refuses_to_run_past_the_context():
     model(torch.zeros(1, 20, dtype=torch.long), kv_cache=cache)
     with pytest.raises(ValueError, match="after 20 cached positions exceeds the context length 24"):
         model(torch.zeros(1, 5, dtype=torch.long), kv_cache=cache)
+    with pytest.raises(ValueError, match="KV cache was made for batch size 1, got 2"):
+        model(torch.zeros(2, 1, dtype=torch.long), kv_cache=cache)  # the layers' append checks nothing itself
+    assert cache.length == 20  # neither refused call wrote anything
 
 
 # ---------------------------------------------------------------- generation and sampling
@@ -454,3 +458,30 @@ def test_stream_yields_the_tokens_generate_returns_one_at_a_time() -> None:
         next(model.stream(torch.zeros(2, 3, dtype=torch.long), 4))
     with pytest.raises(ValueError, match="exceeds the context length 24"):
         next(model.stream(prompt, 20))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(d_ff=True), "d_ff must be a positive int or None, got True"),
+        (dict(norm_eps=-1.0), "norm_eps must be a small positive number .* got -1.0"),
+        (dict(norm_eps=float("nan")), "norm_eps must be"),
+        (dict(rope_base=0.0, pos="rope"), "rope_base must be a positive number"),
+        (dict(bias=1), "bias must be true or false, got 1"),
+        (dict(n_head=3), r"n_head=3 does not divide d_model=128; .* choose n_head from \[1, 2, 4, 8, 16, 32\]"),
+    ],
+)
+def test_gpt_config_refuses_values_that_used_to_pass(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        GPTConfig(**kwargs)
+
+
+@pytest.mark.parametrize("temperature", [float("nan"), float("inf"), True])
+def test_sampling_temperature_is_checked_before_torch(temperature):
+    model = tiny()
+    with pytest.raises(
+        ValueError, match=re.escape(f"temperature must be a finite number ≥ 0 (0 = greedy), got {temperature!r}")
+    ):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature=temperature)
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        sample_next_token(torch.zeros(1, 5), temperature=temperature)

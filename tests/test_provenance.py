@@ -97,7 +97,6 @@ BEFORE_DEPENDENCY_TRACKING = {
     "data/posttrain/rm_onpolicy/config.json",
     "data/posttrain/aligned/config.json",
     "data/scaling/sweep.json",
-    "data/textdata/clean_vs_raw.json",
     "data/base/config.json",  # the shipped base checkpoints, written by `python -m minillm.train` (see data/README.md)
     "data/base_long/config.json",
 }

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizer_corpus import rescan_encode
 
-from minillm.tokenizer import COURSE_SPECIAL_TOKENS, BPETokenizer, train_bpe_naive
+from minillm.tokenizer import (
+    COURSE_SPECIAL_TOKENS,
+    GPT4_PATTERN,
+    BPETokenizer,
+    pretokenize,
+    to_tokenizers,
+    train_bpe_naive,
+)
 from minillm.tokenizer.bpe_train import descending_key
 from minillm.tokenizer.merges import apply_merges, merge_pair
+from minillm.tokenizer.pretokenize import PATTERN_PROBE
 
 WORDS = "the cat sat on a mat and the dog ran to the big red ball Lily Tom was happy sad 42 1999 !?".split()
 
@@ -286,3 +296,127 @@ def test_bad_input_errors() -> None:
         BPETokenizer([(b"ab", b"c")])
     with pytest.raises(ValueError, match="invalid pre-tokenization pattern"):
         BPETokenizer([], pattern="(unclosed", allow_custom_pattern=True)
+
+
+# ------------------------------------------------ pre-tokenization patterns in files: checked, never trusted
+TEXT = "hello, world! the cat sat on the mat. the dog sat on the log. " * 10
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> BPETokenizer:
+    return BPETokenizer.train(TEXT, 300)
+
+
+def _with_pattern(tokenizer: BPETokenizer, folder: Path, pattern: str) -> Path:
+    """A tokenizer file as someone else might hand it over: ours, with its pattern replaced."""
+    document = json.loads(tokenizer.save(folder / "good.json").read_text(encoding="utf-8"))
+    path = folder / "tokenizer.json"
+    path.write_text(json.dumps({**document, "pattern": pattern}), encoding="utf-8")
+    return path
+
+
+def test_catastrophic_pattern_in_a_file_is_refused_before_any_encode(tokenizer, tmp_path, monkeypatch):
+    # (a|a)+$ takes exponential time on "aaa...a!" (about 2.7 s at 22 letters, doubling with each one);
+    # the file is refused at load, so no text ever reaches the regex and no timing is needed
+    path = _with_pattern(tokenizer, tmp_path, r"(a|a)+$")
+    compiled = []
+    module = importlib.import_module("minillm.tokenizer.pretokenize")  # the name alone is the function
+    monkeypatch.setattr(module.regex, "compile", lambda *a, **k: compiled.append(a))
+    with pytest.raises(ValueError, match=r"tokenizer\.json: pre-tokenization pattern '\(a\|a\)\+\$' is not one"):
+        BPETokenizer.load(path)
+    assert compiled == []  # never even compiled
+    with pytest.raises(ValueError, match="allow_custom_pattern=True"):
+        BPETokenizer([], pattern=r"(a+)+$")
+
+
+def test_opted_in_pattern_that_backtracks_is_refused_by_the_probe(tokenizer, tmp_path):
+    # a custom pattern the caller vouches for still has to split the probe text in under a second
+    path = _with_pattern(tokenizer, tmp_path, r"(a|a)+$|[\s\S]")
+    with pytest.raises(ValueError, match=r"tokenizer\.json: .*catastrophic backtracking"):
+        BPETokenizer.load(path, allow_custom_pattern=True)
+
+
+def test_custom_pattern_that_drops_text_is_refused(tokenizer, tmp_path):
+    path = _with_pattern(tokenizer, tmp_path, r"\w+")  # used to decode "hello, world!" as "helloworld"
+    with pytest.raises(ValueError, match=r"tokenizer\.json: .*'\\\\w\+' does not cover every character.*','"):
+        BPETokenizer.load(path, allow_custom_pattern=True)
+    with pytest.raises(ValueError, match="does not cover every character"):
+        BPETokenizer.train(TEXT, 300, pattern=r"\w+", allow_custom_pattern=True)
+    with pytest.raises(ValueError, match="capturing group"):
+        BPETokenizer([], pattern=r"(\w+)|(\W+)", allow_custom_pattern=True)
+
+
+def test_opted_in_lossless_pattern_round_trips_and_agrees_with_tokenizers(tmp_path):
+    pattern = r"[A-Za-z]+| ?[0-9]+|\s+|[^\sA-Za-z0-9]"
+    tok = BPETokenizer.train(TEXT + " 123 456", 300, pattern=pattern, allow_custom_pattern=True)
+    path = tok.save(tmp_path / "custom.json")
+    assert json.loads(path.read_text(encoding="utf-8"))["pattern"] == pattern
+    with pytest.raises(ValueError, match="not one of the named presets"):
+        BPETokenizer.load(path)  # a file's own regex always needs the caller's consent
+    loaded = BPETokenizer.load(path, allow_custom_pattern=True)
+    text = "hello, world! 42 cats\n\n  sat."
+    assert loaded.decode(loaded.encode(text)) == text
+    assert to_tokenizers(loaded).encode(text).ids == loaded.encode(text)
+
+
+def test_presets_cover_the_probe_and_are_saved_by_name(tmp_path):
+    for name in ("gpt2", "gpt4", "none"):
+        assert "".join(pretokenize(PATTERN_PROBE, name)) == PATTERN_PROBE
+    tok = BPETokenizer([], special_tokens=(), pattern=GPT4_PATTERN)  # the regex itself is the preset
+    assert tok.pattern == "gpt4"
+    assert json.loads(tok.save(tmp_path / "t.json").read_text(encoding="utf-8"))["pattern"] == "gpt4"
+    with pytest.raises(ValueError, match="not one of the named presets"):
+        pretokenize("a b", r"\S+")
+
+
+# --------------------------------------------------- encoding work on long unspaced text is linear
+class _CountingRanks(dict):
+    """A merge table that counts how often a pair is looked up: encoding work, measured without a clock."""
+
+    lookups = 0
+
+    def get(self, key, default=None):
+        self.lookups += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.lookups += 1
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+@pytest.fixture(scope="module")
+def letters_tokenizer() -> BPETokenizer:
+    import random
+
+    words = ("".join(random.Random(i).choices("abcdef", k=7)) for i in range(400))
+    return BPETokenizer.train(" ".join(words), 400)
+
+
+def _unspaced(letters: int) -> str:
+    import random
+
+    return "".join(random.Random(letters).choices("abcdef", k=letters))
+
+
+def test_the_rescanning_encode_does_quadratic_work(letters_tokenizer):
+    """The finding, reproduced: rescanning per merge costs ≈ n × merges lookups (200 000 letters: 11.9 s)."""
+    ranks = _CountingRanks(letters_tokenizer._ranks)
+    ids = rescan_encode(list(_unspaced(2_000).encode()), ranks)
+    assert letters_tokenizer.decode(ids) == _unspaced(2_000)
+    assert ranks.lookups > 50 * 2_000  # far above any linear bound
+
+
+@pytest.mark.parametrize("letters", [2_000, 16_000, 128_000])
+def test_encode_work_on_unspaced_text_is_linear_in_its_length(letters_tokenizer, letters, monkeypatch):
+    """The heap-based encode looks each new pair up a bounded number of times: n - 1 initial pairs, one check
+    per popped candidate and two new pairs per merge, with fewer than n merges and pops — so ≤ 8n lookups."""
+    text = _unspaced(letters)
+    ranks = _CountingRanks(letters_tokenizer._ranks)
+    monkeypatch.setattr(letters_tokenizer, "_ranks", ranks)
+    ids = letters_tokenizer.encode(text)
+    assert letters_tokenizer.decode(ids) == text and len(ids) < letters / 2  # it did merge, a lot
+    assert 0 < ranks.lookups <= 8 * letters, (ranks.lookups, letters)

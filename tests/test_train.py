@@ -20,7 +20,7 @@ from minillm.batches import RandomWindows
 from minillm.checkpoint import CheckpointError, load_checkpoint, load_pretrained
 from minillm.model import GPT, GPTConfig
 from minillm.train import TrainConfig, Trainer
-from minillm.train.cli import main
+from minillm.train.cli import build_parser, config_from_args, main
 from minillm.train.config import ConfigError
 from minillm.train.sharded import read_full_state, shard_files_of
 
@@ -501,3 +501,81 @@ def test_fsdp_two_processes_equal_one_process_and_its_checkpoint_resumes_anywher
     first.write_bytes(first_bytes)
     resumed_alone = train_run("solo", 6, False, "--resume", "--work-dir", str(tmp_path / "solo" / "work"))
     assert max(abs(a - b) for a, b in zip(two, resumed_alone, strict=True)) <= 1e-5
+
+
+# ------------------------------------------------ settings, files and flags: checked before any work
+TEXT = "hello, world! the cat sat on the mat. the dog sat on the log. " * 10
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (dict(threads=0), "threads must be at least 1 .* got 0"),
+        (dict(device="tpu"), "device 'tpu' is not a device name; use 'auto', 'cpu'"),
+        (dict(lr="0.01"), "lr must be a number, got '0.01' .*without quotes"),
+        (dict(n_layer="4"), "n_layer must be an integer, got '4'"),
+        (dict(progress="yes"), "progress must be true or false"),
+        (dict(n_head=3), "n_head=3 does not divide d_model=128"),
+        (dict(preset="bogus"), r"unknown preset 'bogus'; choose from \['gpt2-small', 'gpt2-style', 'llama-style'\]"),
+        (dict(schedule="cosin"), "unknown schedule 'cosin'"),
+        (dict(max_steps=10, warmup_steps=50), r"warmup_steps=50 is longer than the run \(max_steps=10\)"),
+        (dict(vocab_size=200), "vocab_size=200 leaves no room for merges"),
+        (dict(lr=float("nan")), "lr must be a finite number"),
+    ],
+)
+def test_train_config_refuses_bad_settings(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig(**settings)
+    with pytest.raises(ConfigError, match=message):
+        TrainConfig.from_dict(settings)
+
+
+def test_config_files_with_bad_json_or_types_name_the_file(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text('{"lr": 0.01,}\n')  # used to be a raw JSONDecodeError
+    with pytest.raises(
+        ConfigError, match=r"run\.json: not valid JSON: .* line 1, column 13; check for a trailing comma"
+    ):
+        TrainConfig.from_json(path)
+    path.write_text('{"lr": "0.01"}\n')  # used to be accepted, then a TypeError in the optimizer
+    with pytest.raises(ConfigError, match=r"run\.json: lr must be a number, got '0.01'"):
+        TrainConfig.from_json(path)
+    path.write_text('{"batchsize": 8}\n')
+    with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
+        TrainConfig.from_json(path)
+    with pytest.raises(FileNotFoundError, match=r"nope\.json: config file not found"):
+        TrainConfig.from_json(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--n-head", "3"], "n_head=3 does not divide d_model=32"),
+        (["--preset", "bogus"], "unknown preset 'bogus'"),
+        (["--threads", "0"], "threads must be at least 1"),
+        (["--device", "tpu"], "device 'tpu' is not a device name"),
+        (["--device", "cuda"], "'cuda' was requested but torch sees no CUDA GPU here"),
+    ],
+)
+def test_train_command_line_stops_before_any_work(tmp_path, flags, message, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on the course's CPU machines
+    train = tmp_path / "train.txt"
+    train.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["--train-file", str(train), "--val-file", "none", "--out-dir", str(out), "--vocab-size", "300",
+            "--n-layer", "1", "--d-model", "32", "--context-length", "16", "--max-steps", "2",
+            "--warmup-steps", "1", "--no-progress", *flags]  # fmt: skip
+    # used to fail only after training the tokenizer (--n-head, --preset) or inside torch (--threads, --device)
+    with pytest.raises((ConfigError, SystemExit), match=message):
+        main(argv)
+    assert not out.exists()  # no tokenizer trained, no token files written
+
+
+def test_a_config_file_valid_only_with_its_flags_is_accepted(tmp_path):
+    """Flags are laid over the file before the whole is checked (max_steps 10 needs warmup below 10)."""
+    path = tmp_path / "short.json"
+    path.write_text('{"max_steps": 10}', encoding="utf-8")
+    config = config_from_args(build_parser().parse_args(["--config", str(path), "--warmup-steps", "2"]))
+    assert (config.max_steps, config.warmup_steps) == (10, 2)
+    with pytest.raises(ConfigError, match="short.json with the flags given"):
+        config_from_args(build_parser().parse_args(["--config", str(path)]))

@@ -18,7 +18,13 @@ import torch
 from minillm.alignment.kl import kl_estimate, kl_k3
 from minillm.alignment.logprobs import masked_mean
 
-__all__ = ["kl_penalised_rewards", "clipped_policy_loss", "clipped_value_loss", "last_true_index"]
+__all__ = [
+    "kl_penalised_rewards",
+    "clipped_policy_loss",
+    "clip_statistics",
+    "clipped_value_loss",
+    "last_true_index",
+]
 
 
 def last_true_index(mask: torch.Tensor) -> torch.Tensor:
@@ -87,11 +93,18 @@ def clipped_policy_loss(
     approximate KL between the new and the sampling policy (k3 form).
     """
     objective, was_clipped = clipped_surrogate(logp, old_logp, advantages, clip_eps)
-    loss = -masked_mean(objective, mask)
+    return -masked_mean(objective, mask), clip_statistics(logp, old_logp, was_clipped, mask)
+
+
+def clip_statistics(
+    logp: torch.Tensor, old_logp: torch.Tensor, was_clipped: torch.Tensor, mask: torch.Tensor
+) -> dict[str, float]:
+    """A PPO update's diagnostics over the masked tokens: the fraction whose ratio was clipped and the
+    approximate KL between the new and the sampling policy (k3 form)."""
     with torch.no_grad():
         clip_fraction = masked_mean(was_clipped.to(logp.dtype), mask).item()
         approx_kl = masked_mean(kl_k3(logp, old_logp), mask).item()
-    return loss, {"clip_fraction": clip_fraction, "approx_kl": approx_kl}
+    return {"clip_fraction": clip_fraction, "approx_kl": approx_kl}
 
 
 def clipped_value_loss(

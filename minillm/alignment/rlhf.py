@@ -14,8 +14,10 @@ One step of the loop:
    - ``"grpo"`` — DeepSeekMath: the group of responses to one prompt is the baseline,
      ``Â = (r − mean)/(std + ε)`` on every token; no value model; the KL to the reference enters the
      loss as ``β·k3`` averaged over tokens, not the reward (:func:`grpo_loss`).
-4. **Update** the policy a few epochs on the same samples with the clipped surrogate (every response
-   token in the batch weighs the same).
+4. **Update** the policy a few epochs on the same samples with the clipped surrogate, its per-token terms
+   reduced as ``RLHFConfig.reduction`` says (:mod:`~minillm.alignment.pg_losses`): ``"token"`` (the default:
+   every response token in the batch weighs the same), ``"sequence"`` (a mean per response first, GRPO as
+   first written) or ``"constant"`` (the token sum over N × the response budget, Dr. GRPO).
 
 The KL we report (and plot the hacking curve against) is the sequence-level ``KL(π ‖ π_ref)``
 estimated by the sum of k1 over response tokens, averaged over samples (an unbiased estimate).
@@ -33,12 +35,16 @@ from tqdm.auto import tqdm
 from minillm.alignment.advantages import gae, grpo_advantages, whiten
 from minillm.alignment.kl import kl_k1, kl_k3
 from minillm.alignment.logprobs import masked_mean, masked_sum, token_entropy, token_logprobs
-from minillm.alignment.ppo import clipped_policy_loss, clipped_value_loss, kl_penalised_rewards
+from minillm.alignment.pg_losses import reduce_token_losses
+from minillm.alignment.ppo import clip_statistics, clipped_surrogate, clipped_value_loss, kl_penalised_rewards
 from minillm.alignment.reward_model import ScalarHeadModel
 from minillm.batches import right_pad
 from minillm.chat import END, encode_prompt, special_token_id
 
-__all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "grpo_loss", "sample_rollouts", "train_rlhf"]
+__all__ = ["RLHFConfig", "Rollout", "RLHFHistory", "policy_loss", "grpo_loss", "sample_rollouts", "train_rlhf"]
+
+#: How :func:`train_rlhf` may turn per-token losses into one number (see :mod:`minillm.alignment.pg_losses`).
+LOSS_REDUCTIONS = ("token", "sequence", "constant")
 
 
 @dataclass
@@ -60,12 +66,15 @@ class RLHFConfig:
     value_clip: float = 0.2
     gamma: float = 1.0
     lam: float = 0.95
+    reduction: str = "token"  # per-token losses → one number: "token", "sequence" or "constant" (pg_losses)
 
     def __post_init__(self) -> None:
         if self.advantage not in ("gae", "grpo"):
             raise ValueError(f"advantage must be 'gae' or 'grpo', got {self.advantage!r}")
         if self.advantage == "grpo" and self.group_size < 2:
             raise ValueError(f"GRPO needs group_size ≥ 2, got {self.group_size}")
+        if self.reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"reduction must be one of {LOSS_REDUCTIONS}, got {self.reduction!r}")
         if self.missing_end_penalty < 0:
             raise ValueError(f"missing_end_penalty must be >= 0, got {self.missing_end_penalty}")
         if self.beta < 0 or self.lr <= 0 or self.steps < 1 or self.ppo_epochs < 1:
@@ -100,6 +109,26 @@ class RLHFHistory:
     samples: list[tuple[str, str]] = field(default_factory=list)  # one (prompt, response) per step
 
 
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.2,
+    reduction: str = "token",
+    max_len: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO's clipped surrogate loss over the ``[N, L]`` tokens where ``mask`` is 1, reduced as ``reduction``
+    says (:func:`~minillm.alignment.pg_losses.reduce_token_losses`), and its diagnostics
+    (:func:`~minillm.alignment.ppo.clip_statistics`). ``"token"`` is
+    :func:`~minillm.alignment.ppo.clipped_policy_loss`, to the bit; ``max_len`` is ``"constant"``'s length
+    (:func:`train_rlhf` passes the response budget, ``max_new_tokens``; default: L).
+    """
+    objective, was_clipped = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+    loss = reduce_token_losses(-objective, mask, reduction, max_len)
+    return loss, clip_statistics(logp, old_logp, was_clipped, mask)
+
+
 def grpo_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -109,6 +138,8 @@ def grpo_loss(
     group_size: int,
     beta: float,
     clip_eps: float = 0.2,
+    reduction: str = "token",
+    max_len: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one batch of sampled groups, as :func:`train_rlhf` minimises it.
 
@@ -116,16 +147,17 @@ def grpo_loss(
     the policy being updated, the policy that sampled them and the frozen reference; the response mask
     aligned with them); ``scores`` is ``[N]``, ``group_size`` consecutive rows per prompt. The loss is the
     clipped surrogate with the group-normalised advantage on every token of a response, plus
-    ``β·k3`` averaged over the same tokens (DeepSeekMath Eq. 3 and 4, with every response token in the
-    batch weighing the same rather than a mean per response first). Written out once here so the
-    notebook can check a hand-written GRPO step against the one the precomputed runs took.
+    ``β·k3`` over the same tokens (DeepSeekMath Eq. 3 and 4), both reduced as ``reduction`` says: by default
+    every response token in the batch weighs the same, ``"sequence"`` takes a mean per response first, as
+    the paper writes it. Written out once here so the notebook can check a hand-written GRPO step against
+    the one the precomputed runs took.
     """
     if beta < 0:
         raise ValueError(f"beta must be non-negative, got {beta}")
     advantages = grpo_advantages(scores.detach(), group_size)[:, None] * mask
-    loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps)
+    loss, stats = policy_loss(logp, old_logp, advantages, mask, clip_eps, reduction, max_len)
     if beta > 0:
-        loss = loss + beta * masked_mean(kl_k3(logp, ref_logp.detach()), mask)
+        loss = loss + beta * reduce_token_losses(kl_k3(logp, ref_logp.detach()), mask, reduction, max_len)
     return loss, stats
 
 
@@ -225,10 +257,21 @@ def train_rlhf(
             logp = token_logprobs(policy(ids), ids)
             if config.advantage == "grpo":
                 loss, stats = grpo_loss(
-                    logp, old_logp, ref_logp, scores, m, config.group_size, config.beta, config.clip_eps
+                    logp,
+                    old_logp,
+                    ref_logp,
+                    scores,
+                    m,
+                    config.group_size,
+                    config.beta,
+                    config.clip_eps,
+                    config.reduction,
+                    config.max_new_tokens,
                 )
             else:
-                loss, stats = clipped_policy_loss(logp, old_logp, advantages, m, config.clip_eps)
+                loss, stats = policy_loss(
+                    logp, old_logp, advantages, m, config.clip_eps, config.reduction, config.max_new_tokens
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
