@@ -27,14 +27,13 @@ from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
 from minillm.evaluation import (
     CORRECT_AT,
-    bits_per_byte,
     bootstrap_interval,
     greedy_gold,
     mean_and_se,
     paired_difference,
     pass_at_k_mean,
     sampled_gold,
-    text_nll,
+    text_bits_per_byte,
 )
 from minillm.model import GPT
 from minillm.run_folder import write_record
@@ -311,13 +310,6 @@ def kl_to_reference(
     return masked_sum(k1, mask, dim=1).mean().item()
 
 
-def heldout_bits_per_byte(model: GPT, tokenizer: BPETokenizer, stories: list[str]) -> float:
-    """Bits per byte of held-out stories (as the text file holds them, blank-line separated): comparable
-    across tokenizers, unlike the loss per token (notebook 14)."""
-    total, predicted = text_nll(model, tokenizer.encode("\n\n".join(stories)), model.config.context_length)
-    return bits_per_byte(total, len(tokenizer.decode_bytes(predicted)))
-
-
 def eval_phase(run: Run) -> dict:
     """Each phase's model on the same prompts: gold score of greedy replies with its standard error and a
     bootstrap interval, pass@k on questions (sampled replies), bits per byte of held-out stories, and the KL
@@ -349,7 +341,7 @@ def eval_phase(run: Run) -> dict:
             "gold_se": round(se, 4),
             "gold_interval_95": [round(low, 4), round(high, 4)],
             "pass_at_k": {str(k): round(pass_at_k_mean(correct, n, k), 4) for k in ks},
-            "bits_per_byte": round(heldout_bits_per_byte(model, tokenizer, stories), 4),
+            "bits_per_byte": round(text_bits_per_byte(model, tokenizer, "\n\n".join(stories)), 4),
             "kl_to_sft": round(kl, 3),
             "replies": greedy.replies[:3],
         }

@@ -26,6 +26,7 @@ from minillm.evaluation.likelihood import (
     choice_logprobs,
     choose,
     perplexity,
+    text_bits_per_byte,
     text_nll,
     utf8_bytes,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "position_consistency",
     "reward_scores",
     "sampled_gold",
+    "text_bits_per_byte",
     "text_nll",
     "utf8_bytes",
 ]

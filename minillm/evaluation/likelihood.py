@@ -35,6 +35,7 @@ __all__ = [
     "choice_logprobs",
     "choose",
     "perplexity",
+    "text_bits_per_byte",
     "text_nll",
     "utf8_bytes",
 ]
@@ -89,6 +90,13 @@ def text_nll(
         targets_seen += targets.flatten().tolist()
     model.train(was_training)
     return total, targets_seen
+
+
+def text_bits_per_byte(model: nn.Module, tokenizer, text: str) -> float:
+    """Bits per byte of ``text`` under ``model``: :func:`text_nll` over its windows, divided by the UTF-8 bytes of
+    the tokens it predicted (the tokenizer's own bytes, so a token split mid-character still counts right)."""
+    total, predicted = text_nll(model, tokenizer.encode(text), model.config.context_length)
+    return bits_per_byte(total, len(tokenizer.decode_bytes(predicted)))
 
 
 @dataclass
