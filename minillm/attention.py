@@ -11,6 +11,13 @@ it gives nan, so don't build such a mask.
 Two paths compute the same thing: ``"manual"`` writes every step out (scores, mask, softmax, weighted
 sum), ``"sdpa"`` calls PyTorch's fused kernel (faster, less memory; the default for training) through
 :func:`fused_attention`, which steps around the one CPU case where that kernel cannot run.
+
+**Sliding-window attention** (Longformer, Mistral, Gemma's local layers): with a window of W a query sees only
+itself and the W − 1 keys before it (:func:`sliding_window_mask`), so attention costs O(T·W) and decoding needs to
+keep only W keys and values per layer (:class:`RingKVCache`), however long the text. Stacked layers still carry
+information further: L local layers reach back L·(W − 1) positions. **QK-norm** (``qk_norm=True``) RMS-normalises
+each head's queries and keys before RoPE and the dot product, which bounds the attention logits (OLMo 2, Qwen 3,
+Gemma 3): a stability switch for large learning rates.
 """
 
 from __future__ import annotations
@@ -24,15 +31,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.embeddings import RotaryEmbedding
-from minillm.layers import linear, softmax
+from minillm.layers import RMSNorm, linear, softmax
 
 __all__ = [
     "ATTENTION_IMPLS",
     "causal_mask",
+    "sliding_window_mask",
     "scaled_dot_product_attention",
     "fused_cpu_kernel_usable",
     "fused_attention",
     "LayerKVCache",
+    "RingKVCache",
     "CausalSelfAttention",
 ]
 
@@ -54,6 +63,20 @@ def causal_mask(num_queries: int, num_keys: int | None = None, device: torch.dev
     q_pos = torch.arange(num_queries, device=device)[:, None] + offset
     k_pos = torch.arange(num_keys, device=device)[None, :]
     return k_pos <= q_pos
+
+
+def sliding_window_mask(
+    num_queries: int, num_keys: int | None = None, window: int = 1, device: torch.device | None = None
+) -> torch.Tensor:
+    """:func:`causal_mask` restricted to a window: query i (at position ``num_keys − num_queries + i``) sees keys j
+    with position − window < j ≤ position, i.e. itself and the ``window − 1`` keys before it."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError(f"window must be an int ≥ 1 (keys a query sees, itself included), got {window!r}")
+    causal = causal_mask(num_queries, num_keys, device=device)
+    num_keys = causal.shape[-1]
+    q_pos = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
+    k_pos = torch.arange(num_keys, device=device)[None, :]
+    return causal & (k_pos > q_pos - window)
 
 
 def scaled_dot_product_attention(
@@ -197,6 +220,49 @@ class LayerKVCache:
         return self.keys[:, :, :end], self.values[:, :, :end]
 
 
+class RingKVCache:
+    """The KV cache of a sliding-window layer: only the last ``window`` positions, in a ring of ``window`` slots.
+
+    Position p lives in slot p mod window, so its memory is [batch, n_head, window, head_dim] however many tokens
+    are decoded (a full cache grows with T). ``append(k, v, start)`` has :class:`LayerKVCache`'s contract and
+    returns keys and values that hold every key the new queries may see: for one new token the filled slots (in
+    ring order: attention does not care about the order of keys when nothing is masked, and a single query
+    sees all of them), for several the cached window followed by the new ones, in position order, for the
+    caller's :func:`sliding_window_mask`. Keys are stored after RoPE, so they need no position of their own.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        n_head: int,
+        window: int,
+        head_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        shape = (batch_size, n_head, window, head_dim)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)
+        self.window = window
+
+    def append(self, k: torch.Tensor, v: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        T, W = k.shape[-2], self.window
+        if T == 1:
+            slot = start % W
+            self.keys[:, :, slot : slot + 1] = k
+            self.values[:, :, slot : slot + 1] = v
+            filled = min(start + 1, W)
+            return self.keys[:, :, :filled], self.values[:, :, :filled]
+        cached = torch.arange(max(0, start - W), start, device=self.keys.device) % W  # slots, oldest first
+        keys = torch.cat([self.keys[:, :, cached], k], dim=2)
+        values = torch.cat([self.values[:, :, cached], v], dim=2)
+        last = min(W, keys.shape[2])  # the positions the ring keeps: the last W
+        slots = torch.arange(start + T - last, start + T, device=self.keys.device) % W
+        self.keys[:, :, slots] = keys[:, :, -last:]
+        self.values[:, :, slots] = values[:, :, -last:]
+        return keys, values
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention: x [B, T, d_model] → [B, T, d_model].
 
@@ -205,6 +271,8 @@ class CausalSelfAttention(nn.Module):
     projection). With ``rope`` set, queries and keys are rotated (see :mod:`minillm.embeddings`).
     ``n_kv_head`` < ``n_head`` is grouped-query attention (1: multi-query): each group of n_head / n_kv_head
     query heads reads the same key and value head, so the KV cache is that many times smaller.
+    ``window`` (None = full causal attention) makes it sliding-window attention; ``qk_norm`` adds ``q_norm`` and
+    ``k_norm`` (:class:`~minillm.layers.RMSNorm` over head_dim, one gain shared by the heads), applied before RoPE.
     """
 
     def __init__(
@@ -216,6 +284,9 @@ class CausalSelfAttention(nn.Module):
         attn_impl: str = "sdpa",
         rope: RotaryEmbedding | None = None,
         n_kv_head: int | None = None,
+        window: int | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         if not isinstance(n_head, int) or n_head <= 0 or d_model % n_head:
@@ -225,6 +296,8 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"n_kv_head={n_kv_head!r} must be a positive int that divides n_head={n_head}")
         if attn_impl not in ATTENTION_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTENTION_IMPLS}, got {attn_impl!r}")
+        if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+            raise ValueError(f"window must be an int ≥ 1 or None (full attention), got {window!r}")
         self.d_model, self.n_head, self.head_dim = d_model, n_head, d_model // n_head
         self.n_kv_head, self.kv_width = n_kv_head, n_kv_head * self.head_dim
         self.attn_impl = attn_impl
@@ -233,6 +306,11 @@ class CausalSelfAttention(nn.Module):
         self.proj = linear(d_model, d_model, bias=bias)
         self.resid_dropout = nn.Dropout(dropout)
         self.rope = rope
+        self.window = window
+        if qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps=norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, eps=norm_eps)
+        self.qk_norm = qk_norm
 
     def split_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [B, T, d_model] → q [B, n_head, T, head_dim]; k, v [B, n_kv_head, T, head_dim]."""
@@ -256,19 +334,26 @@ class CausalSelfAttention(nn.Module):
         """
         B, T, _ = x.shape
         q, k, v = self.split_heads(x)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q, start_pos), self.rope(k, start_pos)
         if kv_cache is not None:
             k, v = kv_cache.append(k, v, start_pos)
         elif start_pos != 0:
             raise ValueError(f"start_pos={start_pos} needs a kv_cache holding the earlier positions")
+        if self.window is not None and k.shape[-2] > T + self.window - 1:
+            # Keys before the first query's window are seen by no query (a full cache holds them): drop them.
+            k, v = k[:, :, -(T + self.window - 1) :], v[:, :, -(T + self.window - 1) :]
         if self.n_kv_head != self.n_head:  # each key/value head serves n_head / n_kv_head query heads, in order
             k, v = (t.repeat_interleave(self.n_head // self.n_kv_head, dim=1) for t in (k, v))
         num_keys = k.shape[-2]
         # Causal structure: no mask for a single new token (it sees everything cached), the fused
         # is_causal flag when queries and keys coincide, an explicit offset mask otherwise.
         mask, is_causal = None, False
-        if num_keys == T:
+        if self.window is not None and T > 1 and num_keys > self.window:  # else every key is within reach
+            mask = sliding_window_mask(T, num_keys, self.window, device=x.device)
+        elif num_keys == T:
             is_causal = T > 1
         elif T > 1:
             mask = causal_mask(T, num_keys, device=x.device)

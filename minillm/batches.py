@@ -19,7 +19,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -115,9 +115,15 @@ def encode_documents(tokenizer: BPETokenizer, text: str) -> np.ndarray:
     Documents are :func:`~minillm.data.split_documents` of ``text``; their content is encoded with special
     tokens off, so a story that contains the text ``<|endoftext|>`` cannot fake a document boundary.
     """
+    return encode_stories(tokenizer, split_documents(text))
+
+
+def encode_stories(tokenizer: BPETokenizer, stories: Iterable[str]) -> np.ndarray:
+    """The token stream of documents already split (e.g. :func:`~minillm.data.load_stories`): each one's tokens,
+    special tokens off, then ``<|endoftext|>`` — the stream :func:`encode_documents` builds from one string."""
     eot = tokenizer.special_tokens[ENDOFTEXT]
     ids: list[int] = []
-    for document in split_documents(text):
+    for document in stories:
         ids.extend(tokenizer.encode(document, allowed_special="none"))
         ids.append(eot)
     return np.asarray(ids, dtype=np.int64)

@@ -43,6 +43,10 @@ __all__ = [
 
 _GPT2 = dict(norm="layernorm", mlp="gelu", pos="learned", bias=True)
 _LLAMA = dict(norm="rmsnorm", mlp="swiglu", pos="rope", bias=False)
+#: The 2026 switches (their "off" values): GPT-2 and Llama have none of them, so a model using one is refused by
+#: name rather than exported as a different model. (``window_pattern`` and the expert settings act only with
+#: ``attn_window`` and ``n_experts``, which are checked.)
+_NO_HF_EQUIVALENT = dict(qk_norm=False, logit_softcap=None, attn_window=None, n_experts=None)
 
 
 def _transformers():
@@ -55,6 +59,12 @@ def _transformers():
 
 def architecture_of(config: GPTConfig) -> str:
     """ "gpt2" or "llama": which ``transformers`` architecture holds this config exactly; else ValueError."""
+    for name, off in _NO_HF_EQUIVALENT.items():
+        if getattr(config, name) != off:
+            raise ValueError(
+                f"{name}={getattr(config, name)!r} has no equivalent in GPT-2 or Llama, the transformers architectures "
+                f"this export writes; only a model with {name}={off!r} exports"
+            )
     fields = {key: getattr(config, key) for key in _GPT2}
     if fields == _GPT2:
         if config.n_kv_head != config.n_head:

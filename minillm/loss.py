@@ -82,6 +82,21 @@ def cross_entropy(
     return losses.sum() / (targets != ignore_index).sum()
 
 
+def z_loss(logits: torch.Tensor) -> torch.Tensor:
+    """mean(logsumexp(logits)²) over every position: the auxiliary loss that keeps the softmax normaliser near 1.
+
+    Softmax ignores a constant added to every logit, so nothing in cross-entropy stops the logits from drifting
+    upwards together; large ones lose precision in bf16 and destabilise training. Penalising log Z = logsumexp
+    pulls them back (PaLM, §5: coefficient 1e-4; the caller multiplies and adds it to the loss). ``logits`` has
+    shape ``(..., V)``; select the positions that count (e.g. ``logits[mask]``) before calling.
+    """
+    if not torch.is_tensor(logits) or not logits.is_floating_point() or logits.dim() < 1:
+        raise TypeError(f"logits must be a floating-point tensor (..., V), got {getattr(logits, 'dtype', logits)!r}")
+    shift = logits.amax(dim=-1, keepdim=True).detach()
+    log_z = (shift + (logits - shift).exp().sum(dim=-1, keepdim=True).log()).squeeze(-1)
+    return log_z.pow(2).mean()
+
+
 def perplexity(loss: float | torch.Tensor) -> float:
     """``exp(loss)``: the effective number of equally likely choices per token (loss in nats)."""
     return math.exp(float(loss))

@@ -5,12 +5,19 @@
 
 Switches (:class:`GPTConfig`): ``norm`` layernorm | rmsnorm, ``mlp`` gelu | swiglu, ``pos`` learned |
 sinusoidal | rope | none, ``rope_style`` half | interleaved (RoPE's pairing), ``bias``, ``tie_embeddings``.
+The 2026 switches, all off by default (a default model is bit-identical to one built before they existed):
+``qk_norm``, ``logit_softcap`` (c·tanh(z/c) on the output logits), ``attn_window`` with ``window_pattern``
+(sliding-window attention, local/global per layer), and ``n_experts``, ``experts_top_k``, ``moe_every``,
+``capacity_factor`` (mixture-of-experts MLPs, :mod:`minillm.moe`). With experts, each forward leaves the summed
+load-balancing loss in ``model.moe_aux_loss`` (the training loop adds ``coefficient · moe_aux_loss``; Switch: 0.01)
+and per-layer counts in ``model.moe_stats``.
 Presets: "gpt2-style" (LayerNorm, GELU, learned positions, biases, tied head) and "llama-style" (RMSNorm,
 SwiGLU, RoPE, no biases, untied head); "gpt2-small" is GPT-2 small's exact shape (124,439,808 parameters).
 
 Incremental decoding: ``cache = model.new_kv_cache(batch_size)``; then ``model(ids, kv_cache=cache)``
 processes ``ids`` as the positions right after those already cached and advances ``cache.length``.
-The logits equal those of a full recompute on the whole sequence.
+The logits equal those of a full recompute on the whole sequence. A sliding-window layer keeps only its last
+``attn_window`` keys and values (:class:`~minillm.attention.RingKVCache`): its memory does not grow with T.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from minillm.attention import ATTENTION_IMPLS, CausalSelfAttention, LayerKVCache
+from minillm.attention import ATTENTION_IMPLS, CausalSelfAttention, LayerKVCache, RingKVCache
 from minillm.embeddings import (
     POSITION_SCHEMES,
     ROPE_STYLES,
@@ -34,6 +41,7 @@ from minillm.embeddings import (
     SinusoidalPositionalEmbedding,
 )
 from minillm.layers import GeluMLP, SwiGLU, embedding, linear, make_norm
+from minillm.moe import MoE, MoEStats
 
 __all__ = ["GPTConfig", "GPT", "Block", "KVCache", "count_parameters", "PRESETS", "sample_next_token"]
 
@@ -92,6 +100,15 @@ class GPTConfig:
     rope_base: float = 10000.0
     n_kv_head: int | None = None  # key/value heads: n_head (multi-head), fewer (grouped-query), 1 (multi-query)
     rope_style: str = "half"  # RoPE pairing: "half" (i, i + head_dim/2: NeoX, HF Llama) or "interleaved" (2i, 2i+1)
+    # The 2026 switches (notebook 16). Off by default, which leaves every existing model bit-identical.
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys before RoPE and the dot product
+    logit_softcap: float | None = None  # output logits → c·tanh(z/c), so |logit| < c (Gemma 2: 30.0); None = off
+    attn_window: int | None = None  # sliding window: a query sees itself and the W − 1 keys before it; None = full
+    window_pattern: str | None = None  # per layer, repeating: "L" local (attn_window), "G" global; None = all "L"
+    n_experts: int | None = None  # mixture-of-experts MLPs (minillm.moe), each of width d_ff; None = dense MLP
+    experts_top_k: int = 2  # experts per token (k = 1: gate = the raw probability, k > 1: renormalised gates)
+    moe_every: int = 1  # blocks moe_every − 1, 2·moe_every − 1, ... get experts (1: all; 2: every other block)
+    capacity_factor: float | None = None  # per-expert capacity (minillm.moe.expert_capacity); None = drop nothing
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "n_layer", "n_head", "d_model"):
@@ -125,7 +142,7 @@ class GPTConfig:
             raise ValueError(f"RoPE needs an even head_dim, got d_model/n_head = {self.head_dim}")
         if self.pos == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
-        for name in ("bias", "tie_embeddings"):
+        for name in ("bias", "tie_embeddings", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if not (_is_real(self.dropout) and 0.0 <= self.dropout < 1.0):
@@ -140,18 +157,68 @@ class GPTConfig:
             self.d_ff = default_d_ff(self.d_model, self.mlp)
         elif not _is_positive_int(self.d_ff):  # d_ff=True would silently build a one-unit MLP
             raise ValueError(f"d_ff must be a positive int or None, got {self.d_ff!r}")
+        self._check_2026_switches()
+
+    def _check_2026_switches(self) -> None:
+        if self.logit_softcap is not None and not (_is_real(self.logit_softcap) and self.logit_softcap > 0):
+            raise ValueError(
+                f"logit_softcap must be a positive number (e.g. 30.0) or None (off), got {self.logit_softcap!r}"
+            )
+        if self.attn_window is not None and not _is_positive_int(self.attn_window):
+            raise ValueError(
+                f"attn_window must be an int ≥ 1 (keys each query sees, itself included) or None, "
+                f"got {self.attn_window!r}"
+            )
+        if self.window_pattern is not None:
+            pattern = self.window_pattern
+            if not (isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"}):
+                raise ValueError(
+                    f"window_pattern must be a string of 'L' (local) and 'G' (global) layers, e.g. 'LLLG', "
+                    f"got {self.window_pattern!r}"
+                )
+            if "L" in self.window_pattern and self.attn_window is None:
+                raise ValueError(f"window_pattern={self.window_pattern!r} has local layers: set attn_window too")
+        if self.n_experts is not None and not _is_positive_int(self.n_experts):
+            raise ValueError(f"n_experts must be a positive int or None (dense MLP), got {self.n_experts!r}")
+        if not _is_positive_int(self.experts_top_k):
+            raise ValueError(f"experts_top_k must be an int ≥ 1 (experts per token), got {self.experts_top_k!r}")
+        if self.n_experts is not None and self.experts_top_k > self.n_experts:
+            raise ValueError(
+                f"experts_top_k={self.experts_top_k} exceeds n_experts={self.n_experts}: a token cannot use more "
+                "experts than there are"
+            )
+        if not _is_positive_int(self.moe_every):
+            raise ValueError(f"moe_every must be a positive int, got {self.moe_every!r}")
+        if self.capacity_factor is not None and not (_is_real(self.capacity_factor) and self.capacity_factor > 0):
+            raise ValueError(
+                f"capacity_factor must be a positive number (e.g. 1.25) or None, got {self.capacity_factor!r}"
+            )
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
+    def layer_window(self, layer: int) -> int | None:
+        """Block ``layer``'s attention window (None = full causal attention): ``window_pattern`` repeats over
+        the blocks ("LLLG": three local blocks, then a global one), every block is local without a pattern."""
+        if self.attn_window is None:
+            return None
+        pattern = self.window_pattern or "L"
+        return self.attn_window if pattern[layer % len(pattern)] == "L" else None
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """Whether block ``layer`` has a mixture of experts instead of the dense MLP."""
+        return self.n_experts is not None and layer % self.moe_every == self.moe_every - 1
+
     def kv_cache_bytes(self, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
         """Memory of the KV cache: keys and values, n_layer × batch × seq_len × n_kv_head × head_dim each.
 
         Grouped-query attention shrinks it by n_head / n_kv_head (multi-query by n_head): what makes long
-        contexts and large batches affordable at inference.
+        contexts and large batches affordable at inference. A sliding-window layer holds min(seq_len, window)
+        positions, so a model of local layers needs the same memory for any length past the window.
         """
-        return 2 * self.n_layer * batch_size * seq_len * self.n_kv_head * self.head_dim * bytes_per_value
+        lengths = sum(min(seq_len, w or seq_len) for w in map(self.layer_window, range(self.n_layer)))
+        return 2 * lengths * batch_size * self.n_kv_head * self.head_dim * bytes_per_value
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> GPTConfig:
@@ -176,39 +243,60 @@ class GPTConfig:
 
 def count_parameters(config: GPTConfig) -> int:
     """Closed-form parameter count of ``GPT(config)`` (tied weights counted once)."""
-    d, f, V, L = config.d_model, config.d_ff, config.vocab_size, config.n_layer
+    d, V, L = config.d_model, config.vocab_size, config.n_layer
     norm = (2 * d if config.bias else d) if config.norm == "layernorm" else d
     kv = config.n_kv_head * config.head_dim  # width of k and of v: d for multi-head attention
     attn = 2 * d * d + 2 * d * kv + ((2 * d + 2 * kv) if config.bias else 0)  # qkv (d → d + 2·kv) + proj (d×d)
-    if config.mlp == "gelu":
-        mlp = 2 * d * f + ((f + d) if config.bias else 0)  # fc, proj
-    else:
-        mlp = 3 * d * f + ((2 * f + d) if config.bias else 0)  # gate, up, down
+    if config.qk_norm:
+        attn += 2 * config.head_dim  # q_norm and k_norm gains
+    mlp = _mlp_parameters(config)
+    n_moe = sum(map(config.layer_is_moe, range(L)))
+    mlps = (L - n_moe) * mlp + n_moe * (d * (config.n_experts or 0) + (config.n_experts or 0) * mlp)  # + routers
     positions = config.context_length * d if config.pos == "learned" else 0
     head = 0 if config.tie_embeddings else V * d
-    return V * d + positions + L * (2 * norm + attn + mlp) + norm + head
+    return V * d + positions + L * (2 * norm + attn) + mlps + norm + head
+
+
+def _mlp_parameters(config: GPTConfig) -> int:
+    """Parameters of one dense MLP (or one expert)."""
+    d, f = config.d_model, config.d_ff
+    if config.mlp == "gelu":
+        return 2 * d * f + ((f + d) if config.bias else 0)  # fc, proj
+    return 3 * d * f + ((2 * f + d) if config.bias else 0)  # gate, up, down
 
 
 def matmul_parameters(config: GPTConfig) -> int:
     """Parameters a token is multiplied by: all but the lookup tables — the position table, and the token table
-    unless it is tied to the output head (then it is also a d×V matmul per token). The N of 6·N·D."""
+    unless it is tied to the output head (then it is also a d×V matmul per token). The N of 6·N·D. In a mixture
+    of experts a token meets the router and only its top-k experts, so the other experts do not count."""
     lookups = config.context_length * config.d_model if config.pos == "learned" else 0
     if not config.tie_embeddings:
         lookups += config.vocab_size * config.d_model
-    return count_parameters(config) - lookups
+    n_moe = sum(map(config.layer_is_moe, range(config.n_layer)))
+    idle_experts = n_moe * ((config.n_experts or 0) - config.experts_top_k) * _mlp_parameters(config)
+    return count_parameters(config) - lookups - max(idle_experts, 0)
 
 
 class Block(nn.Module):
-    """One pre-norm transformer block: ``norm1``, ``attn``, ``norm2``, ``mlp``."""
+    """One pre-norm transformer block: ``norm1``, ``attn``, ``norm2``, ``mlp`` (an :class:`~minillm.moe.MoE` in the
+    blocks ``config.layer_is_moe(layer)`` names; ``layer`` also picks the block's attention window)."""
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, layer: int = 0) -> None:
         super().__init__()
         c = config
         self.norm1 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         rope = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_style) if c.pos == "rope" else None
-        self.attn = CausalSelfAttention(c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope, c.n_kv_head)
+        self.attn = CausalSelfAttention(
+            c.d_model, c.n_head, c.bias, c.dropout, c.attn_impl, rope, c.n_kv_head,
+            window=c.layer_window(layer), qk_norm=c.qk_norm, norm_eps=c.norm_eps,
+        )  # fmt: skip
         self.norm2 = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
-        if c.mlp == "gelu":
+        if c.layer_is_moe(layer):
+            self.mlp: nn.Module = MoE(
+                c.d_model, c.d_ff, c.n_experts, c.experts_top_k, c.mlp, c.bias, c.dropout, c.capacity_factor,
+                renormalize=c.experts_top_k > 1,
+            )  # fmt: skip
+        elif c.mlp == "gelu":
             self.mlp: nn.Module = GeluMLP(c.d_model, c.d_ff, bias=c.bias, dropout=c.dropout)
         else:
             self.mlp = SwiGLU(c.d_model, c.d_ff, bias=c.bias, dropout=c.dropout)
@@ -219,7 +307,8 @@ class Block(nn.Module):
 
 
 class KVCache:
-    """One :class:`LayerKVCache` per block plus ``length``, the number of positions already processed.
+    """One :class:`LayerKVCache` per block (a :class:`RingKVCache` of ``attn_window`` slots for a sliding-window
+    block whose window is shorter than the context) plus ``length``, the number of positions already processed.
 
     The layers write without checking (once per layer per token would be the decoding loop's overhead):
     :meth:`GPT.forward` checks, once per call, that the new positions fit and that the batch is the cache's.
@@ -227,11 +316,20 @@ class KVCache:
 
     def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str | None, dtype: torch.dtype):
         self.batch_size = batch_size
-        self.layers = [
-            LayerKVCache(batch_size, config.n_kv_head, config.context_length, config.head_dim, device, dtype)
-            for _ in range(config.n_layer)
-        ]
+        self.layers: list[LayerKVCache | RingKVCache] = []
+        for i in range(config.n_layer):
+            window = config.layer_window(i)
+            if window is not None and window < config.context_length:
+                self.layers.append(RingKVCache(batch_size, config.n_kv_head, window, config.head_dim, device, dtype))
+            else:
+                shape = (batch_size, config.n_kv_head, config.context_length, config.head_dim)
+                self.layers.append(LayerKVCache(*shape, device, dtype))
         self.length = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by every layer's key and value buffers (allocated once: it does not grow while decoding)."""
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in (layer.keys, layer.values))
 
 
 class GPT(nn.Module):
@@ -265,12 +363,14 @@ class GPT(nn.Module):
         else:
             self.pos_emb = None
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
+        self.blocks = nn.ModuleList(Block(c, i) for i in range(c.n_layer))
         self.norm_f = make_norm(c.norm, c.d_model, eps=c.norm_eps, bias=c.bias)
         self.lm_head = linear(c.d_model, c.vocab_size, bias=False)
         # Recompute each block's activations in backward instead of keeping them (a training switch, not part of
         # the architecture): a block then keeps only its input, notebook 07's "full recomputation".
         self.activation_checkpointing = False
+        # The summed load-balancing loss of the MoE blocks after each forward (None without experts).
+        self.moe_aux_loss: torch.Tensor | None = None
         self.reset_parameters()
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
@@ -280,7 +380,7 @@ class GPT(nn.Module):
         """GPT-2 initialisation (see the class docstring)."""
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for name, p in self.named_parameters():
-            if name.endswith(("attn.proj.weight", "mlp.proj.weight", "mlp.down.weight")):
+            if name.endswith(("attn.proj.weight", "mlp.proj.weight", "mlp.down.weight")) or _is_expert_output(name):
                 nn.init.normal_(p, 0.0, residual_std)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
@@ -373,11 +473,28 @@ class GPT(nn.Module):
                 x = block(x, kv_cache.layers[i] if kv_cache is not None else None, start)
         if kv_cache is not None:
             kv_cache.length = start + idx.shape[1]
+        moes = self._moe_layers()
+        if moes:
+            self.moe_aux_loss = torch.stack([m.aux_loss for m in moes]).sum()
         return self.norm_f(x)
+
+    def _moe_layers(self) -> list[MoE]:
+        return [block.mlp for block in self.blocks if isinstance(block.mlp, MoE)]
+
+    @property
+    def moe_stats(self) -> list[MoEStats]:
+        """Per MoE block, what the last forward routed, kept and dropped (empty without experts)."""
+        return [m.stats for m in self._moe_layers() if m.stats is not None]
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The output head, then the soft cap c·tanh(z/c) when ``logit_softcap`` is set (≈ z for |z| ≪ c)."""
+        logits = self.lm_head(hidden)
+        cap = self.config.logit_softcap
+        return logits if cap is None else cap * torch.tanh(logits / cap)
 
     def forward(self, idx: torch.Tensor, kv_cache: KVCache | None = None) -> torch.Tensor:
         """Logits [B, T, vocab_size]; with ``kv_cache`` idx continues the cached positions."""
-        return self.lm_head(self.hidden_states(idx, kv_cache))
+        return self._logits(self.hidden_states(idx, kv_cache))
 
     @torch.no_grad()
     def generate(
@@ -494,11 +611,18 @@ class GPT(nn.Module):
                     break
                 window = torch.cat([window[:, -(limit - 1) :], next_id[:, None].to(window.dtype)], dim=1)
                 if cache.length < limit:
-                    logits = self.lm_head(self._hidden_states(window[:, -1:], cache, cache.length))[:, -1]
+                    logits = self._logits(self._hidden_states(window[:, -1:], cache, cache.length))[:, -1]
                 else:  # past the context: positions shift, so the cache is useless; recompute the window
-                    logits = self.lm_head(self._hidden_states(window[:, -limit:], None, 0))[:, -1]
+                    logits = self._logits(self._hidden_states(window[:, -limit:], None, 0))[:, -1]
         finally:
             self.train(was_training)
+
+
+def _is_expert_output(name: str) -> bool:
+    """An expert MLP's residual projection (``mlp.experts.<i>.proj.weight`` or ``.down.weight``): initialised like
+    the dense MLP's, with the depth-scaled std."""
+    parts = name.split(".")
+    return len(parts) >= 4 and parts[-4] == "experts" and parts[-2] in ("proj", "down") and parts[-1] == "weight"
 
 
 def _is_positive_int(value: object) -> bool:

@@ -4,6 +4,9 @@
   correction) plus *decoupled* weight decay: weights shrink by ``lr * weight_decay`` directly instead of
   through the gradient, so the decay is not rescaled by Adam's normaliser.
 - :class:`SGD`: plain gradient descent and heavy-ball momentum, for comparison.
+- :class:`Muon`: momentum whose update is *orthogonalised* (:func:`newton_schulz`) before it is applied, for the
+  2-D weight matrices of the hidden layers; :func:`muon_param_groups` / :func:`muon_with_adamw` give everything
+  else (embeddings, the output head, norm gains, biases) to AdamW, as nanochat and Kimi's Moonlight do.
 - :func:`param_groups`: no weight decay on norms, biases and (optionally) embeddings.
 - :func:`clip_grad_norm`: rescale all gradients together when their global norm exceeds a limit.
 - Schedules (:func:`warmup_cosine`, :func:`warmup_linear`, :func:`warmup_stable_decay`): pure functions
@@ -119,6 +122,111 @@ class SGD(torch.optim.Optimizer):
         return loss
 
 
+#: Muon's quintic Newton–Schulz coefficients (a, b, c) of φ(σ) = a·σ + b·σ³ + c·σ⁵ (Keller Jordan, 2024).
+MUON_NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+
+
+def newton_schulz(
+    g: torch.Tensor, steps: int = 5, coefficients: tuple[float, float, float] = MUON_NS_COEFFICIENTS, eps: float = 1e-7
+) -> torch.Tensor:
+    """An approximation of U·Vᵀ for G = U·Σ·Vᵀ (the nearest semi-orthogonal matrix), by matmuls only.
+
+    Why it works: X ← a·X + b·(XXᵀ)X + c·(XXᵀ)²X keeps U and V and maps each singular value σ to
+    φ(σ) = aσ + bσ³ + cσ⁵, because (XXᵀ)ʲX = U·Σ^(2j+1)·Vᵀ. Dividing G by its Frobenius norm first puts every σ in
+    [0, 1]; iterating φ then pushes them all towards 1. Choosing the coefficients:
+
+    * the textbook quintic (15/8, −10/8, 3/8) has φ(1) = 1 and φ'(1) = φ''(1) = 0, so it converges to exactly 1,
+      but its slope at 0 is only 15/8: a singular value of 1e-3 needs about a dozen steps to get near 1;
+    * Muon only needs *roughly* orthogonal updates, so it takes the slope at 0 as large as it can, a = 3.4445
+      (five steps multiply a tiny σ by 3.4445⁵ ≈ 480), and pays with φ(1) = a + b + c = 0.701: the values
+      do not converge but settle in a band around 1. Iterating φ on a grid of σ ∈ [0.003, 1] for five steps
+      lands every value in [0.68, 1.21] (φ's maximum on [0, 1] is 1.2024); smaller σ are still on their way
+      (σ = 1e-3 reaches 0.47). That is accurate enough for an update direction, at 3 matmuls a step.
+
+    Works on the smaller Gram matrix (transposing a tall G), in G's dtype (Muon runs it in bf16 on accelerators).
+    """
+    if g.dim() != 2:
+        raise ValueError(f"newton_schulz orthogonalises a 2-D matrix, got shape {tuple(g.shape)}")
+    a, b, c = coefficients
+    tall = g.shape[0] > g.shape[1]
+    x = g.t() if tall else g
+    x = x / (torch.linalg.matrix_norm(x) + eps)
+    for _ in range(steps):
+        gram = x @ x.t()
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.t() if tall else x
+
+
+class Muon(torch.optim.Optimizer):
+    """Muon ("MomentUm Orthogonalized by Newton–Schulz"): SGD momentum, orthogonalised, for 2-D weight matrices.
+
+    Per matrix ``p`` [out, in] with gradient ``g``::
+
+        buf <- momentum * buf + g
+        u   <- g + momentum * buf   if nesterov else buf
+        p   <- p * (1 - lr * weight_decay) - lr * sqrt(max(1, out / in)) * newton_schulz(u)
+
+    Why orthogonalise: a gradient matrix is usually dominated by a few directions; replacing it by U·Vᵀ gives
+    every direction it contains the same step size, so rare directions learn too. The result has singular
+    values ≈ 1 whatever the gradient's scale (the momentum's scale therefore does not matter either).
+    Why sqrt(max(1, out/in)): a semi-orthogonal out × in matrix has entries of RMS 1/sqrt(max(out, in)); the factor
+    makes it 1/sqrt(in) for every shape, so wide and tall matrices move alike. Only 2-D parameters are accepted:
+    vectors and embedding tables belong to AdamW (see :func:`muon_param_groups`).
+    """
+
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 0.02,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+        weight_decay: float = 0.0,
+    ) -> None:
+        if lr < 0:
+            raise ValueError(f"lr must be >= 0, got {lr}")
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum must lie in [0, 1), got {momentum}")
+        if not isinstance(ns_steps, int) or isinstance(ns_steps, bool) or ns_steps < 1:
+            raise ValueError(f"ns_steps must be a positive int, got {ns_steps!r}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        defaults = dict(lr=lr, momentum=momentum, nesterov=bool(nesterov), ns_steps=ns_steps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        for p in self.param_groups[-1]["params"]:
+            if p.dim() != 2:
+                raise ValueError(
+                    f"Muon updates 2-D weight matrices only, got a parameter of shape {tuple(p.shape)}: give "
+                    "vectors (norm gains, biases) and embedding tables to AdamW (minillm.optim.muon_param_groups)"
+                )
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                buf = state["momentum_buffer"]
+                buf.mul_(momentum).add_(g)
+                update = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+                scale = math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
+                p.mul_(1 - lr * decay)
+                p.add_(newton_schulz(update, group["ns_steps"]).to(p.dtype), alpha=-lr * scale)
+        return loss
+
+
 def _is_embedding(module: nn.Module) -> bool:
     """An embedding table: ``nn.Embedding`` or any module class named ``*Embedding`` with a ``weight``."""
     is_table = isinstance(module, nn.Embedding) or type(module).__name__.endswith("Embedding")
@@ -146,6 +254,46 @@ def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool =
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def muon_param_groups(
+    model: nn.Module, head_names: tuple[str, ...] = ("lm_head",)
+) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """``(muon, adamw)``: the hidden layers' 2-D weight matrices for Muon, every other parameter for AdamW.
+
+    AdamW keeps the embedding tables (a row is looked up, not multiplied: orthogonalising the whole table mixes
+    unrelated tokens), the output head (modules named in ``head_names``; its rows are per-token scores too, and
+    a tied head is the token table itself), and all vectors (norm gains, biases), which have no matrix to
+    orthogonalise. Each parameter lands in exactly one list, a tied one once.
+    """
+    excluded = {id(m.weight) for m in model.modules() if _is_embedding(m)}
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] in head_names:
+            excluded.update(id(p) for p in module.parameters())
+    muon, adamw = [], []
+    for p in model.parameters():  # yields a tied parameter once
+        if p.requires_grad:
+            (muon if p.dim() == 2 and id(p) not in excluded else adamw).append(p)
+    return muon, adamw
+
+
+def muon_with_adamw(
+    model: nn.Module,
+    lr: float = 0.02,
+    momentum: float = 0.95,
+    adamw_lr: float = 3e-3,
+    adamw_betas: tuple[float, float] = (0.9, 0.95),
+    weight_decay: float = 0.0,
+) -> tuple[Muon, AdamW]:
+    """The two optimisers of a Muon run (:func:`muon_param_groups`); call ``step`` and ``zero_grad`` on both.
+
+    ``weight_decay`` applies to the Muon matrices; the AdamW side (tables, head, vectors) is not decayed.
+    """
+    muon_params, adamw_params = muon_param_groups(model)
+    return (
+        Muon(muon_params, lr=lr, momentum=momentum, weight_decay=weight_decay),
+        AdamW(adamw_params, lr=adamw_lr, betas=adamw_betas, weight_decay=0.0),
+    )
 
 
 # --------------------------------------------------------------------------------------------- clipping

@@ -208,6 +208,28 @@ def write_record(path: str | os.PathLike, record: dict[str, Any] | list, indent:
     write_atomically(path, (json.dumps(record, indent=indent, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
+def update_record(path: str | os.PathLike, update: Callable[[dict[str, Any]], None], indent: int = 1) -> dict[str, Any]:
+    """Read the JSON record at ``path`` (``{"runs": {}}`` when absent), apply ``update`` to it, write it back.
+
+    Why a lock: experiments split over processes (``--runs``) each add their own runs to one results file; an
+    exclusive ``flock`` on a sibling ``.name.lock`` file makes each read-modify-write whole, so no process
+    overwrites another's runs. Returns the record as written.
+    """
+    import fcntl  # POSIX only, like the experiments that share a results file
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            latest = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {"runs": {}}
+            update(latest)
+            write_record(target, latest, indent=indent)
+            return latest
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 _MISSING = object()  # a field one of two records lacks
 
 

@@ -25,11 +25,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.batches import right_pad
-from minillm.chat import ChatTokens
+from minillm.chat import ChatTokens, encode_chat
 from minillm.train.config import TrainConfig
 from minillm.train.loop import Trainer, lm_loss, validation_loss
 
 __all__ = [
+    "fitting_examples",
     "SFTBatch",
     "collate",
     "sft_loss",
@@ -38,6 +39,17 @@ __all__ = [
     "train_sft",
     "lm_validation_loss",
 ]
+
+
+def fitting_examples(rows: Sequence[dict], tokenizer, context_length: int) -> list[ChatTokens]:
+    """The SFT set's conversations (rows with ``messages``) encoded in the chat format, keeping those that fit.
+
+    An example of ``context_length + 1`` tokens still fits: training predicts tokens 1… from tokens …T−1, so the
+    model sees ``context_length`` positions. Longer ones are dropped, not truncated — a cut conversation would
+    teach replies that stop mid-sentence without ``<|end|>``.
+    """
+    examples = (encode_chat(row["messages"], tokenizer) for row in rows)
+    return [example for example in examples if len(example.ids) <= context_length + 1]
 
 
 @dataclass

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minillm.loss import IGNORE_INDEX, bits_per_byte, cross_entropy, log_softmax, perplexity
+from minillm.loss import IGNORE_INDEX, bits_per_byte, cross_entropy, log_softmax, perplexity, z_loss
 
 
 def _batch(seed: int = 0, shape=(4, 7), vocab: int = 11, scale: float = 3.0, dtype=torch.float32):
@@ -113,3 +113,27 @@ def test_bad_inputs_raise_clear_errors():
         cross_entropy(targets, targets)
     with pytest.raises(ValueError, match="reduction"):
         cross_entropy(logits, targets, reduction="avg")
+
+
+def test_z_loss_equals_the_float64_formula_and_survives_huge_logits():
+    logits, _ = _batch(seed=3, scale=5.0)
+    expected = (
+        sum(math.log(sum(math.exp(v) for v in row)) ** 2 for row in logits.double().reshape(-1, 11).tolist())
+        / logits[..., 0].numel()
+    )
+    assert abs(z_loss(logits).item() - expected) < 1e-4 * expected  # float32 sum of squares ~ 1e-6 relative
+    assert abs(z_loss(logits.double()).item() - expected) < 1e-12 * expected
+    huge, _ = _batch(seed=3, scale=1e4)
+    reference = torch.logsumexp(huge.double(), dim=-1).square().mean()
+    assert torch.isfinite(z_loss(huge)) and abs(z_loss(huge).double() - reference) < 1e-6 * reference
+
+
+def test_z_loss_gradient_is_two_log_z_times_softmax():
+    logits, _ = _batch(seed=4, dtype=torch.float64)
+    logits.requires_grad_()
+    z_loss(logits).backward()
+    log_z = torch.logsumexp(logits.detach(), dim=-1, keepdim=True)
+    expected = 2 * log_z * torch.softmax(logits.detach(), dim=-1) / logits[..., 0].numel()
+    torch.testing.assert_close(logits.grad, expected, atol=1e-12, rtol=0)
+    with pytest.raises(TypeError, match="floating-point"):
+        z_loss(torch.ones(3, dtype=torch.long))

@@ -206,6 +206,7 @@ def test_quick_sweep_writes_valid_json_and_refuses_to_overwrite(tmp_path) -> Non
         assert run["provenance"]["code"] == "minillm/experiments/scaling_sweep.py"
     before = (out / scaling_sweep.RESULT).read_bytes()
     again = _run(out, "--runs", names[0])
-    assert again.returncode != 0 and f"already holds {names[0]}; pass --force" in again.stderr
+    assert again.returncode != 0 and f"already holds {names[0]}; pass --overwrite" in again.stderr
     assert (out / scaling_sweep.RESULT).read_bytes() == before
-    assert _run(out, "--runs", names[0], "--force").returncode == 0
+    assert _run(out, "--runs", names[0], "--overwrite").returncode == 0
+    assert _run(out, "--runs", names[0], "--force").returncode == 0  # the flag's old name still works

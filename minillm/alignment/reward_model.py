@@ -12,6 +12,7 @@ module with per-token outputs is PPO's value head (:meth:`ScalarHeadModel.token_
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -25,7 +26,14 @@ from minillm.alignment.ppo import last_true_index
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.tokenizer import BPETokenizer
 
-__all__ = ["ScalarHeadModel", "bradley_terry_loss", "load_reward_model", "pairwise_accuracy", "save_reward_model"]
+__all__ = [
+    "ScalarHeadModel",
+    "bradley_terry_loss",
+    "load_reward_model",
+    "pairwise_accuracy",
+    "save_reward_model",
+    "value_model_from",
+]
 
 HEAD_FILE = "head.json"
 
@@ -54,6 +62,17 @@ class ScalarHeadModel(nn.Module):
         scores = self.token_scores(input_ids)
         last = last_true_index(response_mask)
         return scores[torch.arange(scores.shape[0], device=scores.device), last]
+
+
+def value_model_from(reward_model: ScalarHeadModel) -> ScalarHeadModel:
+    """PPO's value model, started as a copy of the reward model (trunk and head): InstructGPT's recipe.
+
+    Why start there: the reward model already scores how good a partial reply looks, so the value estimates are
+    useful from the first step instead of zero everywhere. A copy, so training the values leaves the reward intact.
+    """
+    value = ScalarHeadModel(copy.deepcopy(reward_model.trunk), reward_model.head.in_features)
+    value.head.load_state_dict(reward_model.head.state_dict())
+    return value.to(next(reward_model.parameters()).device)
 
 
 def bradley_terry_loss(

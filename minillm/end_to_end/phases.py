@@ -18,10 +18,10 @@ import torch
 from minillm.alignment.kl import kl_k1
 from minillm.alignment.logprobs import masked_sum, token_logprobs
 from minillm.alignment.loops import dpo_metrics, reward_accuracy, train_dpo, train_reward_model
-from minillm.alignment.reward_model import ScalarHeadModel
+from minillm.alignment.reward_model import ScalarHeadModel, value_model_from
 from minillm.alignment.rlhf import RLHFConfig, sample_rollouts, train_rlhf
-from minillm.batches import encode_documents
-from minillm.chat import END, encode_chat, encode_preference_pairs, special_token_id
+from minillm.batches import encode_stories
+from minillm.chat import END, encode_preference_pairs, special_token_id
 from minillm.checkpoint import load_pretrained, remove_stale_temp_files, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.end_to_end.presets import RunSize
@@ -38,7 +38,7 @@ from minillm.evaluation import (
 from minillm.model import GPT
 from minillm.run_folder import write_record
 from minillm.seed import seed_everything
-from minillm.sft import train_sft
+from minillm.sft import fitting_examples, train_sft
 from minillm.tasks import eval_prompts, gold_score, parse_prompt
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer, write_history
@@ -134,7 +134,7 @@ def _shipped_base(run: Run, base: Path) -> dict:
     """The pretrain phase of a run that starts from a shipped checkpoint: copy it, measure it, sample it."""
     model, _, _ = load_pretrained(base, device=run.device)
     tokenizer = _tokenizer(run)
-    ids = encode_documents(tokenizer, "\n\n".join(load_stories(run.val_file)[:40]))  # the first 40 stories
+    ids = encode_stories(tokenizer, load_stories(run.val_file)[:40])  # the first 40 stories
     metrics = {
         "from": str(base),
         "parameters": model.num_parameters(),
@@ -189,7 +189,7 @@ def sft_phase(run: Run) -> dict:
     tokenizer, model = _tokenizer(run), _load_model(run, "pretrain")
     context = model.config.context_length
     rows = load_jsonl(run.sft_file, required=("messages",))
-    examples = [e for e in (encode_chat(r["messages"], tokenizer) for r in rows) if len(e.ids) <= context + 1]
+    examples = fitting_examples(rows, tokenizer, context)
     p = run.preset
     history = train_sft(
         model,
@@ -259,7 +259,7 @@ def align_phase(run: Run) -> dict:
             progress=run.progress,
         )
         accuracy, _, _ = reward_accuracy(reward_model, held_out, pad_id)
-        value_model = copy.deepcopy(reward_model)
+        value_model = value_model_from(reward_model)
         prompts = eval_prompts(256, seed=run.seed + 1)
         config = RLHFConfig(
             advantage="gae",

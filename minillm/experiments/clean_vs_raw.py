@@ -24,8 +24,6 @@ The file records this module's SHA-256 (``provenance``); ``tests/test_textdata.p
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import sys
 import time
@@ -39,10 +37,12 @@ import torch
 
 from minillm.batches import RandomWindows, encode_documents
 from minillm.data import load_stories
+from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT, GPTConfig
 from minillm.optim import warmup_cosine
 from minillm.paths import data_path
+from minillm.run_folder import write_record
 from minillm.textdata import MessyDocument, Pipeline, messy_corpus
 from minillm.textdata.messy import spanish_story
 from minillm.tokenizer import BPETokenizer
@@ -208,8 +208,8 @@ def train_arm(
 
 
 def run(settings: Settings, command: str) -> dict[str, Any]:
-    """Every arm and seed; the JSON payload of the result file."""
-    torch.set_num_threads(1)  # bit-identical to the notebook's and the tests' kernels on the same CPU
+    """Every arm and seed; the JSON payload of the result file (the caller sets torch's threads: one thread is
+    bit-identical to the notebook's and the tests' kernels on the same CPU)."""
     streams, info, val_sets, tokenizer = token_streams(settings)
     tokens_seen = settings.steps * settings.batch_size * settings.context
     payload: dict[str, Any] = {
@@ -239,18 +239,18 @@ def run(settings: Settings, command: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="folder for clean_vs_raw.json (the course's is data/textdata)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing result file")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the code path in seconds")
-    args = parser.parse_args(argv)
+    parser = experiment_parser(
+        "python -m minillm.experiments.clean_vs_raw",
+        __doc__.split("\n")[0],
+        "folder for clean_vs_raw.json (the course's is data/textdata)",
+    )
+    args = parse_experiment_args(parser, argv)
     path = Path(args.out) / RESULT
     if path.exists() and not args.overwrite:
         parser.error(f"{path} exists; pass --overwrite to replace it")
-    command = "python -m minillm.experiments.clean_vs_raw " + " ".join(argv if argv is not None else sys.argv[1:])
-    payload = run(QUICK if args.quick else Settings(), command)
+    payload = run(QUICK if args.quick else Settings(), command_line("clean_vs_raw", args.quick))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    write_record(path, payload, indent=1)
     print(f"wrote {path}")
 
 

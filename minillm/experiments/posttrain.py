@@ -24,16 +24,13 @@ The runs start from ``data/base_long/``, the course's base model trained three t
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
-import fcntl
 import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +38,16 @@ import torch
 
 from minillm import chat, sft
 from minillm.alignment import loops, reward_model, rlhf
-from minillm.batches import pad_chat
+from minillm.batches import encode_stories, pad_chat
 from minillm.checkpoint import load_pretrained, save_pretrained
 from minillm.data import load_jsonl, load_stories
 from minillm.evaluation import GoldReplies, greedy_gold, sampled_gold
+from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
 from minillm.experiments.provenance import provenance
 from minillm.generation import generate_responses
 from minillm.model import GPT
 from minillm.paths import data_dir
-from minillm.run_folder import RunFolderError, write_record
+from minillm.run_folder import RunFolderError, update_record, write_record
 from minillm.seed import seed_everything
 from minillm.tasks import CUE, eval_prompts, gold_score, parse_prompt
 from minillm.tokenizer import BPETokenizer
@@ -166,16 +164,10 @@ class PosttrainRuns:
         write_record(self.out / name, payload, indent=1)
         log(f"wrote {self.out / name}")
 
-    @contextmanager
-    def _file_lock(self, name: str) -> Iterator[None]:
-        """Serialise read-modify-write of ``name`` between processes that each add their own RLHF runs."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        with open(self.out / f".{name}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    def update_json(self, name: str, update: Callable[[dict], None]) -> None:
+        """Apply ``update`` to the result file ``name`` under a lock: parallel processes each add their own runs."""
+        update_record(self.out / name, update)
+        log(f"wrote {self.out / name}")
 
     def _metadata(self, stage: str, **extra: Any) -> dict:
         return {"made_by": f"{self.provenance['command']} --stage {stage}", **extra, "provenance": self.provenance}
@@ -189,11 +181,9 @@ class PosttrainRuns:
     # ------------------------------------------------------------------------------------- evaluation
     def val_stream(self, tokenizer: BPETokenizer) -> torch.Tensor:
         """The first held-out stories as one token stream (documents separated by <|endoftext|>)."""
-        eot = chat.special_token_id(tokenizer, chat.ENDOFTEXT)
-        ids: list[int] = []
-        for story in load_stories(data_dir() / "stories_val.txt")[: self.sizes.val_stories]:
-            ids += tokenizer.encode(story, allowed_special="none") + [eot]
-        return torch.tensor(ids)
+        return torch.from_numpy(
+            encode_stories(tokenizer, load_stories(data_dir() / "stories_val.txt")[: self.sizes.val_stories])
+        )
 
     @staticmethod
     def fits(tokenizer: BPETokenizer, context: int, prompt: str, room: int) -> bool:
@@ -252,9 +242,9 @@ class PosttrainRuns:
         base, tok = self.load_model(self.base)
         context = base.config.context_length
         pad = chat.special_token_id(tok, chat.END)
-        rows = load_jsonl(data_dir() / "sft_train.jsonl", required=("messages",))
-        examples = [chat.encode_chat(r["messages"], tok) for r in rows]
-        examples = [e for e in examples if len(e.ids) <= context + 1]
+        examples = sft.fitting_examples(
+            load_jsonl(data_dir() / "sft_train.jsonl", required=("messages",)), tok, context
+        )
         stream, prompts = self.val_stream(tok), self.eval_set(tok, context)
         log(f"SFT: {len(examples)} examples, {len(prompts)} eval prompts, {stream.numel()} val tokens")
         root = data_dir().parent.resolve()
@@ -489,14 +479,6 @@ class PosttrainRuns:
         rows = load_jsonl(data_dir() / "prefs_train.jsonl")
         return [r["prompt"] for r in rows if self.fits(tok, context, r["prompt"], 64)][:400]
 
-    def _update_rlhf(self, update: Callable[[dict], None]) -> None:
-        """Apply ``update`` to rlhf.json under a lock: parallel processes (``--runs``) each add their own runs."""
-        path = self.out / "rlhf.json"
-        with self._file_lock("rlhf.json"):
-            latest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
-            update(latest)
-            self.write_json("rlhf.json", latest)
-
     def stage_rlhf(self, only: list[str] | None = None) -> None:
         path = self.out / "rlhf.json"
         done = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
@@ -531,8 +513,9 @@ class PosttrainRuns:
                 if folder
             }
             log(f"RLHF reference: the SFT model's samples score {proxies}")
-            self._update_rlhf(
-                lambda latest: latest.update(reference_proxy_sampled=proxies, reference_provenance=self.provenance)
+            self.update_json(
+                "rlhf.json",
+                lambda latest: latest.update(reference_proxy_sampled=proxies, reference_provenance=self.provenance),
             )
         for name, overrides in RLHF_RUNS.items():
             if name not in wanted:
@@ -549,8 +532,7 @@ class PosttrainRuns:
             if overrides["advantage"] == "gae":
                 if rm is None:
                     raise ValueError(f"run {name}: GAE needs a reward model to start its value model from")
-                value = reward_model.ScalarHeadModel(copy.deepcopy(rm.trunk), rm.trunk.config.d_model)
-                value.head.load_state_dict(rm.head.state_dict())
+                value = reward_model.value_model_from(rm)
             settings = {"prompts_per_step": self.sizes.rl_prompts, "group_size": 4, "ppo_epochs": 2}
             config = rlhf.RLHFConfig(**{**settings, "max_new_tokens": self.sizes.rl_max_new, **overrides})
             start = time.time()
@@ -579,7 +561,7 @@ class PosttrainRuns:
                 f" → {history.gold[-1]:.3f}, eval gold {run['eval']['gold']:.3f} greedy,"
                 f" {run['eval']['gold_sampled']:.3f} sampled"
             )
-            self._update_rlhf(lambda latest, name=name, run=run: latest["runs"].__setitem__(name, run))
+            self.update_json("rlhf.json", lambda latest, name=name, run=run: latest["runs"].__setitem__(name, run))
 
     # ------------------------------------------------------------------------------------- DPO
     def stage_dpo(self, pairs: str = "preference") -> None:
@@ -660,34 +642,28 @@ def rm_scores(rm, tok: BPETokenizer, prompt: str, responses: list[str]) -> list[
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m minillm.experiments.posttrain", description=__doc__.split("\n\n")[0]
+    parser = experiment_parser(
+        "python -m minillm.experiments.posttrain",
+        __doc__.split("\n\n")[0],
+        "output folder (the course's is data/posttrain)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder (the course's is data/posttrain)")
     parser.add_argument("--stage", choices=[*STAGES, "all"], default="all")
     parser.add_argument(
         "--runs", nargs="*", help="RLHF runs to (re)do, default all: reference, " + ", ".join(RLHF_RUNS)
     )
     parser.add_argument("--base", type=Path, help="base model folder (default: data/base_long)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)")
-    parser.add_argument("--overwrite", action="store_true", help="replace results already in --out")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, to check every stage end to end")
-    args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
+    args = parse_experiment_args(parser, argv)
     if args.runs and args.stage != "rlhf":
         parser.error("--runs goes with --stage rlhf")
     unknown = sorted(set(args.runs or ()) - {"reference", *RLHF_RUNS})
     if unknown:
         parser.error(f"unknown RLHF runs {unknown}; choose from reference, {', '.join(RLHF_RUNS)}")
-    torch.set_num_threads(args.threads)
-    command = "python -m minillm.experiments.posttrain" + (" --quick" if args.quick else "")
     experiment = PosttrainRuns(
         args.out,
         args.base or data_dir() / "base_long",
         Sizes.quick() if args.quick else Sizes(),
         args.overwrite,
-        command,
+        command_line("posttrain", args.quick),
     )
     try:
         for stage in STAGES if args.stage == "all" else (args.stage,):

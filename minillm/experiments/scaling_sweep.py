@@ -12,32 +12,29 @@ non-overlapping window of the held-out stories::
     python -m minillm.experiments.scaling_sweep --out /tmp/check --quick                 # tiny, for tests
 
 Processes given disjoint ``--runs`` add their runs to ``sweep.json`` side by side (a file lock serialises
-the writes), so the sweep can use every core. A run already in the file is replaced only with ``--force``.
+the writes), so the sweep can use every core. A run already in the file is replaced only with
+``--overwrite`` (``--force``, its old name, still works).
 Runs of other settings (``--quick`` ones into the course's sweep) are refused: one file is one sweep.
 The file records this module's SHA-256 (``provenance``); a test fails when it is stale.
 """
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from minillm.batches import encode_documents
 from minillm.data import load_text
+from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT, count_parameters
 from minillm.paths import data_dir
-from minillm.run_folder import differences, write_record
+from minillm.run_folder import differences, update_record
 from minillm.scaling import ModelShape, matmul_parameters, non_embedding_parameters, steps_for_budget
 from minillm.seed import seed_everything
 from minillm.tokenizer import BPETokenizer
@@ -106,26 +103,8 @@ def train_one(shape: ModelShape, budget: float, vocab_size: int, train: np.ndarr
     }  # fmt: skip
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise read-modify-write of the result between processes that each add their own runs."""
-    with open(path.with_name(f".{path.name}.lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _read(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
-
-
-def _update(path: Path, update: Callable[[dict], None]) -> None:
-    with _locked(path):
-        latest = _read(path)
-        update(latest)
-        write_record(path, latest, indent=1)
 
 
 def _refuse_other_settings(path: Path, settings: dict[str, Any]) -> None:
@@ -147,7 +126,7 @@ def _refuse_other_settings(path: Path, settings: dict[str, Any]) -> None:
         )
 
 
-def sweep(out: Path, names: list[str], quick: bool, force: bool, command: str) -> None:
+def sweep(out: Path, names: list[str], quick: bool, overwrite: bool, command: str) -> None:
     """Train the named runs one after another, adding each to ``out/sweep.json`` as soon as it ends."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESULT
@@ -159,8 +138,8 @@ def sweep(out: Path, names: list[str], quick: bool, force: bool, command: str) -
     }  # fmt: skip
     _refuse_other_settings(path, settings)
     present = [n for n in names if n in _read(path)["runs"]]
-    if present and not force:
-        raise SystemExit(f"error: {path} already holds {', '.join(present)}; pass --force to replace them")
+    if present and not overwrite:
+        raise SystemExit(f"error: {path} already holds {', '.join(present)}; pass --overwrite to replace them")
     record = provenance(sys.modules[__name__], command)
     tokenizer, train, val = corpus(quick)
     settings.update(vocab_size=tokenizer.vocab_size, train_tokens=len(train), val_tokens=len(val))
@@ -176,28 +155,23 @@ def sweep(out: Path, names: list[str], quick: bool, force: bool, command: str) -
             latest["runs"][name] = run
             latest["config"] = settings
 
-        _update(path, add)
+        update_record(path, add)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m minillm.experiments.scaling_sweep", description=__doc__.split("\n\n")[0]
+    parser = experiment_parser(
+        "python -m minillm.experiments.scaling_sweep",
+        __doc__.split("\n\n")[0],
+        "output folder (the course's is data/scaling)",
+        legacy_force=True,
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder (the course's is data/scaling)")
     parser.add_argument("--runs", nargs="*", help="runs to do, default all: " + ", ".join(plan()))
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)")
-    parser.add_argument("--force", action="store_true", help="replace runs already in --out")
-    parser.add_argument("--quick", action="store_true", help="tiny models and budgets, to check the sweep end to end")
-    args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
+    args = parse_experiment_args(parser, argv)
     runs = plan(args.quick)
     unknown = sorted(set(args.runs or ()) - set(runs))
     if unknown:
         parser.error(f"unknown runs {unknown}; choose from {', '.join(runs)}")
-    torch.set_num_threads(args.threads)
-    command = "python -m minillm.experiments.scaling_sweep" + (" --quick" if args.quick else "")
-    sweep(args.out, list(args.runs or runs), args.quick, args.force, command)
+    sweep(args.out, list(args.runs or runs), args.quick, args.overwrite, command_line("scaling_sweep", args.quick))
 
 
 if __name__ == "__main__":

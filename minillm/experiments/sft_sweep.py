@@ -20,7 +20,6 @@ sweep can use every core. The file records this module's SHA-256 (``provenance``
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -31,8 +30,9 @@ from typing import Any
 import torch
 
 from minillm import chat, lora, sft
-from minillm.batches import RandomWindows
+from minillm.batches import RandomWindows, encode_stories
 from minillm.data import load_jsonl, load_stories
+from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
 from minillm.experiments.posttrain import PosttrainRuns, Sizes, log
 from minillm.experiments.provenance import provenance
 from minillm.paths import data_dir
@@ -61,11 +61,8 @@ class SFTSweep(PosttrainRuns):
 
     def pretraining_windows(self, tok, context: int) -> RandomWindows:
         """Windows of training stories (the pretraining distribution) for the ``mix`` runs, seeded."""
-        eot = chat.special_token_id(tok, chat.ENDOFTEXT)
-        ids: list[int] = []
-        for story in load_stories(data_dir() / "stories_train.txt")[:MIX_STORIES]:
-            ids += tok.encode(story, allowed_special="none") + [eot]
-        return RandomWindows(ids, MIX_WINDOWS, context, seed=0)
+        ids = encode_stories(tok, load_stories(data_dir() / "stories_train.txt")[:MIX_STORIES])
+        return RandomWindows(ids.tolist(), MIX_WINDOWS, context, seed=0)
 
     def sweep(self, names: list[str]) -> None:
         path = self.out / RESULT
@@ -80,7 +77,7 @@ class SFTSweep(PosttrainRuns):
         context = base.config.context_length
         pad = chat.special_token_id(tok, chat.END)
         rows = load_jsonl(data_dir() / "sft_train.jsonl", required=("messages",))
-        examples = [e for e in (chat.encode_chat(r["messages"], tok) for r in rows) if len(e.ids) <= context + 1]
+        examples = sft.fitting_examples(rows, tok, context)
         stream, prompts = self.val_stream(tok), self.eval_set(tok, context)
         base_eval = self.evaluate(base, tok, prompts, stream)
         log(f"base: gold {base_eval['gold']:.3f}, val loss {base_eval['val_loss']:.4f}")
@@ -121,35 +118,22 @@ class SFTSweep(PosttrainRuns):
                     },
                 )  # fmt: skip
 
-            self._update(RESULT, add)
-
-    def _update(self, name: str, update) -> None:
-        """Apply ``update`` to the result file under a lock: parallel processes each add their own runs."""
-        path = self.out / name
-        with self._file_lock(name):
-            latest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"runs": {}}
-            update(latest)
-            self.write_json(name, latest)
+            self.update_json(RESULT, add)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m minillm.experiments.sft_sweep", description=__doc__.split("\n\n")[0]
+    parser = experiment_parser(
+        "python -m minillm.experiments.sft_sweep",
+        __doc__.split("\n\n")[0],
+        "output folder (the course's is data/posttrain)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder (the course's is data/posttrain)")
     parser.add_argument("--runs", nargs="*", help="runs to (re)do, default all: " + ", ".join(RUNS))
     parser.add_argument("--base", type=Path, help="base model folder (default: data/base_long)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for tiny models)")
-    parser.add_argument("--overwrite", action="store_true", help="replace runs already in --out")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the sweep end to end")
-    args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
+    args = parse_experiment_args(parser, argv)
     unknown = sorted(set(args.runs or ()) - set(RUNS))
     if unknown:
         parser.error(f"unknown runs {unknown}; choose from {', '.join(RUNS)}")
-    torch.set_num_threads(args.threads)
-    command = "python -m minillm.experiments.sft_sweep" + (" --quick" if args.quick else "")
+    command = command_line("sft_sweep", args.quick)
     sweep = SFTSweep(
         args.out,
         args.base or data_dir() / "base_long",

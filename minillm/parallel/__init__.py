@@ -5,6 +5,8 @@ processes.
 - :mod:`~minillm.parallel.data_parallel` — data parallelism (replicas, batch shards, gradient all-reduce)
 - :mod:`~minillm.parallel.tensor_parallel` — Megatron tensor parallelism (column/row linear, MLP, attention)
 - :mod:`~minillm.parallel.pipeline_parallel` — GPipe and 1F1B schedules as timelines, micro-batched execution
+- :mod:`~minillm.parallel.expert_parallel` — mixture-of-experts layers with experts on different ranks (all-to-all
+  dispatch and combine)
 - :mod:`~minillm.parallel.zero` — ZeRO stages 1–3 accounting and a sharded optimizer step
 - :mod:`~minillm.parallel.memory` — bytes of weights, gradients, optimizer states and activations
 - :mod:`~minillm.parallel.comm` — bytes and time of collectives and of each strategy

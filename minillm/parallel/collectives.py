@@ -131,3 +131,17 @@ def ring_all_gather(shards: list[torch.Tensor], ledger: CommLedger | None = None
     if ledger is not None:
         ledger.record("all_gather", sent)
     return [torch.cat(b) for b in bufs]
+
+
+def all_to_all(send: list[list[torch.Tensor]], ledger: CommLedger | None = None) -> list[list[torch.Tensor]]:
+    """Personalised exchange: ``send[r][q]`` is what rank r sends to rank q; returns ``recv`` with
+    ``recv[q][r] = send[r][q]``. Messages may differ in size (expert parallelism's token counts vary per step);
+    a rank's message to itself stays local and costs nothing. Payloads keep their autograd history, so the
+    backward pass (the same exchange in reverse) happens through them."""
+    n = len(send)
+    if n == 0 or any(not isinstance(row, (list, tuple)) or len(row) != n for row in send):
+        raise ValueError(f"all_to_all expects an n × n list of tensors (one per sender and receiver), got {n} rows")
+    recv = [[send[r][q] for r in range(n)] for q in range(n)]
+    if ledger is not None:
+        ledger.record("all_to_all", [sum(send[r][q].numel() for q in range(n) if q != r) for r in range(n)])
+    return recv

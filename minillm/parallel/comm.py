@@ -1,13 +1,14 @@
 """The communication model: bytes each rank sends per collective and per training strategy, and time.
 
 Ring collectives over n ranks on a buffer of S bytes (Patarasuk & Yuan 2009; nccl-tests' bus bandwidth):
-all-reduce 2(n−1)/n·S, reduce-scatter and all-gather (n−1)/n·S each. Time in the α–β model:
+all-reduce 2(n−1)/n·S, reduce-scatter and all-gather (n−1)/n·S each; an all-to-all whose buffer of S bytes is split
+evenly over the n ranks also sends (n−1)/n·S (every slice but its own). Time in the α–β model:
 steps·α + bytes/β, with α the per-message latency and β the link bandwidth.
 """
 
 from __future__ import annotations
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "send")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send")
 
 
 def _check(size_bytes: float, world_size: int) -> None:
@@ -23,7 +24,7 @@ def collective_bytes(op: str, size_bytes: float, world_size: int) -> float:
     n = world_size
     if op == "all_reduce":
         return 2 * (n - 1) / n * size_bytes
-    if op in ("reduce_scatter", "all_gather"):
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
         return (n - 1) / n * size_bytes
     if op in ("broadcast", "send"):
         return size_bytes if n > 1 else 0.0
@@ -33,7 +34,8 @@ def collective_bytes(op: str, size_bytes: float, world_size: int) -> float:
 def collective_steps(op: str, world_size: int) -> int:
     """Number of sequential messages (latency terms) of the ring algorithm."""
     n = world_size
-    return {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}.get(op, 1 if n > 1 else 0)
+    steps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1, "all_to_all": n - 1}
+    return steps.get(op, 1 if n > 1 else 0)
 
 
 def collective_time(

@@ -42,19 +42,33 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
+def _setting(default: Any, *, run_level: bool = False, location: bool = False, resumable: str | None = None) -> Any:
+    """A field with its category declared where it is defined (see :func:`fields_where`).
+
+    ``run_level``: chosen by each run (its files, seed, device, threads, progress bars), never by a run size
+    or recipe; ``location``: where the run is — a moved run folder is the same run, so never compared on
+    resume; ``resumable``: why ``--resume`` may change it (every other setting must match the run's record).
+    """
+    return dataclasses.field(
+        default=default, metadata={"run_level": run_level, "location": location, "resumable": resumable}
+    )
+
+
 @dataclass
 class TrainConfig:
     """Every setting of a pretraining run (the CLI's flags and the JSON config files use these names)."""
 
     # data and outputs
-    train_file: str = "data/stories_train.txt"
-    val_file: str | None = "data/stories_val.txt"
-    out_dir: str = "runs/pretrain"
-    work_dir: str | None = None  # token caches and the resume checkpoint; default <out_dir>/work
+    train_file: str = _setting("data/stories_train.txt", run_level=True)
+    val_file: str | None = _setting("data/stories_val.txt", run_level=True)
+    out_dir: str = _setting("runs/pretrain", run_level=True, location=True)
+    work_dir: str | None = _setting(
+        None, run_level=True, location=True
+    )  # caches and the resume checkpoint; default <out_dir>/work
     # tokenizer
     vocab_size: int = 2048
     tokenizer_train_chars: int | None = 2_000_000  # train BPE on the first N characters (None: all)
-    # model (a GPTConfig preset plus the sizes)
+    # model (an architecture preset of GPTConfig, plus the sizes)
     preset: str = "gpt2-style"
     n_layer: int = 4
     n_head: int = 4
@@ -65,7 +79,11 @@ class TrainConfig:
     # batches
     batch_size: int = 16  # global sequences per micro-batch (summed over data-parallel ranks)
     grad_accum: int = 1
-    max_steps: int = 1000
+    max_steps: int = _setting(
+        1000,
+        resumable="train longer or stop sooner; the learning-rate schedule is laid out for the new length, "
+        "so the rate continues from where the new schedule is at the current step",
+    )
     # optimisation
     lr: float = 3e-3
     min_lr: float = 3e-4
@@ -84,14 +102,14 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model (first steps slower while it compiles)
     activation_checkpointing: bool = False  # recompute each block in backward: memory for about a third more compute
     # evaluation, checkpoints, logging
-    eval_interval: int = 100
-    eval_batches: int = 20
-    checkpoint_interval: int = 0  # 0: only at the end
-    sample_tokens: int = 120
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None
-    progress: bool = True
+    eval_interval: int = _setting(100, resumable="how often validation runs; it does not change the training steps")
+    eval_batches: int = _setting(20, resumable="how many batches validation reads")
+    checkpoint_interval: int = _setting(0, resumable="how often checkpoints are written")  # 0: only at the end
+    sample_tokens: int = _setting(120, resumable="the length of the samples printed at the end")
+    seed: int = _setting(0, run_level=True)
+    device: str = _setting("auto", run_level=True, resumable="where the steps run (low-order float digits may differ)")
+    threads: int | None = _setting(None, run_level=True, resumable="CPU threads")
+    progress: bool = _setting(True, run_level=True, resumable="the progress bar")
 
     def __post_init__(self) -> None:
         self.validate()
@@ -261,3 +279,18 @@ class TrainConfig:
             return cls.from_dict(settings)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}") from err
+
+
+def resumable_fields() -> dict[str, str]:
+    """The settings ``--resume`` may change, each with why that is safe (declared on the fields)."""
+    return {f.name: f.metadata["resumable"] for f in dataclasses.fields(TrainConfig) if f.metadata.get("resumable")}
+
+
+def run_level_fields() -> tuple[str, ...]:
+    """The settings each run chooses for itself (files, seed, device…): a recipe or run size never sets them."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("run_level"))
+
+
+def location_fields() -> tuple[str, ...]:
+    """Where the run's files go: never compared when a run is resumed (a moved folder is the same run)."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.metadata.get("location"))

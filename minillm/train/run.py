@@ -70,7 +70,7 @@ from minillm.run_folder import (
 )
 from minillm.seed import seed_everything
 from minillm.tokenizer import COURSE_SPECIAL_TOKENS, ENDOFTEXT, BPETokenizer
-from minillm.train.config import ConfigError, TrainConfig
+from minillm.train.config import ConfigError, TrainConfig, location_fields, resumable_fields
 from minillm.train.history import write_history
 from minillm.train.loop import DataError, DistContext, Trainer, validation_loss
 from minillm.train.sharded import shard_name_pattern
@@ -80,23 +80,13 @@ RECORD_FILE = "run.json"  # what defines the run: every setting, and the input f
 RECORD_KEYS = frozenset({"train_file", "out_dir", "vocab_size", "max_steps"})  # every run.json holds these
 WHAT = "a minillm training run"
 
-#: The settings a run continued with ``--resume`` may change (name → why it is safe); every other setting
-#: and the content of the train and validation files must match the run's ``run.json``. Changes are
-#: listed in ``run.json`` under ``"resumed"``.
-RESUMABLE_FIELDS: dict[str, str] = {
-    "max_steps": "train longer or stop sooner; the learning-rate schedule is laid out for the new length, "
-    "so the rate continues from where the new schedule is at the current step",
-    "eval_interval": "how often validation runs; it does not change the training steps",
-    "eval_batches": "how many batches validation reads",
-    "checkpoint_interval": "how often checkpoints are written",
-    "sample_tokens": "the length of the samples printed at the end",
-    "device": "where the steps run (low-order float digits may differ)",
-    "threads": "CPU threads",
-    "progress": "the progress bar",
-}
+#: The settings a run continued with ``--resume`` may change (name → why it is safe), as the fields of
+#: :class:`TrainConfig` declare them; every other setting and the content of the train and validation files
+#: must match the run's ``run.json``. Changes are listed in ``run.json`` under ``"resumed"``.
+RESUMABLE_FIELDS: dict[str, str] = resumable_fields()
 # Where the run is (a moved run folder is the same run), its resume log, its identity and the digests of its
 # working files (checked on their own, :func:`check_work_files`): never compared with the flags given.
-_NOT_COMPARED = ("out_dir", "work_dir", "resumed", "run_id", "work_files")
+_NOT_COMPARED = (*location_fields(), "resumed", "run_id", "work_files")
 
 
 def run_record(config: TrainConfig) -> dict:
