@@ -216,6 +216,29 @@ def test_unknown_pipeline_preset_lists_the_known_ones():
         RunSize(pretrain={"n_head": 3, "d_model": 32}, sft=SFTSize(steps=1, lr=1e-3), align=get_run_size("tiny").align)
 
 
+def test_run_sizes_are_the_json_files_and_a_bad_file_is_named(tmp_path) -> None:
+    """The run sizes are data (one JSON file each): every file loads, the names are the files', and a malformed
+    file is refused with its path and the field at fault."""
+    from minillm.end_to_end.presets import RUN_SIZE_DIR, RUN_SIZES, load_run_size
+
+    assert set(RUN_SIZES) == {"course", "demo", "gpu-medium", "gpu-small", "tiny"}
+    assert {p.stem for p in RUN_SIZE_DIR.glob("*.json")} == set(RUN_SIZES)
+    tiny = json.loads((RUN_SIZE_DIR / "tiny.json").read_text())
+    assert get_run_size("tiny").pretrain == tiny["pretrain"] and get_run_size("tiny").sft.lr == tiny["sft"]["lr"]
+    # the course's DPO is notebook 10's (data/posttrain/dpo.json: beta 0.1, lr 1e-4)
+    assert (get_run_size("course").align.dpo_lr, get_run_size("course").align.dpo_beta) == (1e-4, 0.1)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**tiny, "sft": {"steps": 10, "lr": 1e-3, "learning_rate": 1}}))
+    with pytest.raises(ValueError, match=r"bad.json: sft: unknown fields \['learning_rate'\]"):
+        load_run_size(bad)
+    bad.write_text(json.dumps({**tiny, "sft": {"lr": 1e-3}}))
+    with pytest.raises(ValueError, match=r"bad.json: sft: .*steps"):
+        load_run_size(bad)
+    bad.write_text(json.dumps({**tiny, "phases": 3}))
+    with pytest.raises(ValueError, match=r"bad.json: a run size holds"):
+        load_run_size(bad)
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

@@ -1,6 +1,7 @@
 """How big a run of ``python -m minillm`` is, phase by phase: a *run size*.
 
-A run size is not an architecture (``TrainConfig.preset`` names that: "gpt2-style", "llama-style"); it says how
+The sizes are data: one JSON file each in ``run_sizes/`` (pretrain, sft, align and eval sections). A run size is
+not an architecture (``TrainConfig.preset`` names that: "gpt2-style", "llama-style"); it says how
 long each phase trains and with what learning rate. Pretraining is described by :class:`TrainConfig` fields,
 so the pipeline builds its pretraining config the way ``python -m minillm.train`` does. The ``course`` size
 *is* ``configs/course.json`` (the base checkpoint's recipe), read from the course repository when it is asked
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,113 +94,50 @@ class RunSize:
         return dataclasses.asdict(self)
 
 
-def _course() -> RunSize:
-    """The notebooks' run: pretraining exactly as ``configs/course.json``, then SFT and DPO as in notebooks 09-10."""
-    recipe = TrainConfig.json_settings(repo_root() / "configs" / "course.json")
-    return RunSize(
-        pretrain={k: v for k, v in recipe.items() if k not in RUN_FIELDS},
-        sft=SFTSize(steps=400, lr=3e-4),
-        align=AlignSize(dpo_steps=150, dpo_lr=2e-5, ppo_steps=40, ppo_lr=1e-5, reward_model_steps=300),
-    )
+#: The run sizes, one JSON file each: ``pretrain`` (TrainConfig fields) or ``pretrain_recipe`` (a config file of the
+#: course repository, e.g. configs/course.json) or ``base`` (a shipped checkpoint), then ``sft``, ``align`` and
+#: ``eval`` sections (the fields of :class:`SFTSize`, :class:`AlignSize`, :class:`EvalSize`), and ``about``.
+RUN_SIZE_DIR = Path(__file__).resolve().parent / "run_sizes"
 
 
-def _demo() -> RunSize:
-    """Post-training only, from the shipped ``data/base_long`` checkpoint: about two minutes on 2 CPU cores.
-
-    150 SFT steps at 1e-3 raise the gold score clearly (notebook 09's sweep: 300 steps reach about 0.7), then 40 DPO
-    steps on the preference set move it again, and the report shows both.
-    """
-    return RunSize(
-        pretrain={},
-        base="base_long",
-        sft=SFTSize(steps=150, lr=1e-3),
-        align=AlignSize(dpo_steps=40, dpo_lr=1e-4, ppo_steps=10, ppo_lr=1e-5, reward_model_steps=60),
-        eval=EvalSize(prompts=48, max_new_tokens=96),
-    )
-
-
-def _tiny() -> RunSize:
-    """A smoke run of every phase: a 2-layer model, a few hundred steps in all."""
-    return RunSize(
-        pretrain=dict(
-            vocab_size=1024,
-            tokenizer_train_chars=400_000,
-            preset="gpt2-style",
-            n_layer=2,
-            n_head=4,
-            d_model=64,
-            context_length=256,
-            batch_size=16,
-            max_steps=150,
-            lr=3e-3,
-            min_lr=3e-4,
-            warmup_steps=10,
-            eval_interval=50,
-            checkpoint_interval=50,
-        ),  # fmt: skip
-        sft=SFTSize(steps=60, lr=1e-3),
-        align=AlignSize(dpo_steps=20, dpo_lr=1e-4, ppo_steps=4, ppo_lr=1e-5, reward_model_steps=40),
-        eval=EvalSize(prompts=16, max_new_tokens=48),
-    )
+def _section(kind: type, values: Any, where: str) -> Any:
+    """``kind(**values)``, with an unknown or missing field named in a ValueError instead of a TypeError."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}: expected an object of {kind.__name__} fields, got {values!r}")
+    names = {f.name for f in dataclasses.fields(kind)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; {kind.__name__} has {sorted(names)}")
+    try:
+        return kind(**values)
+    except TypeError as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
-def _gpu_small() -> RunSize:
-    """For a single GPU: ~11 M parameters (notebook 06's scaling notes), a few minutes on a modern GPU."""
-    return RunSize(
-        pretrain=dict(
-            vocab_size=4096,
-            tokenizer_train_chars=None,
-            preset="llama-style",
-            n_layer=6,
-            n_head=6,
-            d_model=384,
-            context_length=256,
-            batch_size=64,
-            max_steps=5000,
-            lr=1e-3,
-            min_lr=1e-4,
-            warmup_steps=200,
-            eval_interval=500,
-            checkpoint_interval=500,
-        ),  # fmt: skip
-        sft=SFTSize(steps=1000, lr=1e-4, batch_size=32),
-        align=AlignSize(dpo_steps=400, dpo_lr=1e-5, ppo_steps=100, ppo_lr=5e-6, reward_model_steps=800),
-        eval=EvalSize(prompts=256, max_new_tokens=128),
-    )
+def load_run_size(path: str | Path) -> RunSize:
+    """The run size a JSON file describes (see :data:`RUN_SIZE_DIR`); a malformed file raises ValueError."""
+    path = Path(path)
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    allowed = {"about", "pretrain", "pretrain_recipe", "base", "sft", "align", "eval"}
+    if not isinstance(spec, dict) or set(spec) - allowed:
+        raise ValueError(
+            f"{path}: a run size holds {sorted(allowed)}, got {sorted(spec) if isinstance(spec, dict) else spec!r}"
+        )
+    pretrain = dict(spec.get("pretrain", {}))
+    if "pretrain_recipe" in spec:
+        recipe = TrainConfig.json_settings(repo_root() / spec["pretrain_recipe"])
+        pretrain = {k: v for k, v in recipe.items() if k not in RUN_FIELDS}
+    sections = {
+        name: _section(kind, spec[name], f"{path}: {name}")
+        for name, kind in (("sft", SFTSize), ("align", AlignSize), ("eval", EvalSize))
+        if name in spec
+    }
+    return RunSize(pretrain=pretrain, base=spec.get("base"), **sections)
 
 
-def _gpu_medium() -> RunSize:
-    """GPT-2 small's width and depth (~90 M parameters with this vocabulary): for a large GPU, about an hour."""
-    return RunSize(
-        pretrain=dict(
-            vocab_size=8192,
-            tokenizer_train_chars=None,
-            preset="gpt2-style",
-            n_layer=12,
-            n_head=12,
-            d_model=768,
-            context_length=512,
-            batch_size=64,
-            max_steps=20000,
-            lr=6e-4,
-            min_lr=6e-5,
-            warmup_steps=1000,
-            eval_interval=1000,
-            checkpoint_interval=1000,
-        ),  # fmt: skip
-        sft=SFTSize(steps=2000, lr=5e-5, batch_size=32),
-        align=AlignSize(dpo_steps=800, dpo_lr=5e-6, ppo_steps=200, ppo_lr=2e-6, reward_model_steps=2000),
-        eval=EvalSize(prompts=512, max_new_tokens=128),
-    )
-
-
-#: The run sizes by name; :func:`get_run_size` builds one (``course`` reads configs/course.json then).
+#: The run sizes by name (the files in :data:`RUN_SIZE_DIR`); :func:`get_run_size` loads one.
 RUN_SIZES: dict[str, Callable[[], RunSize]] = {
-    "demo": _demo,
-    "tiny": _tiny,
-    "course": _course,
-    "gpu-small": _gpu_small,
-    "gpu-medium": _gpu_medium,
+    path.stem: functools.partial(load_run_size, path) for path in sorted(RUN_SIZE_DIR.glob("*.json"))
 }
 
 
