@@ -22,6 +22,10 @@ size on real hardware). Choices beyond it are *dropped*: they add nothing, and a
 passes through the block's residual connection unchanged. Priority goes to first choices (all tokens' top-1,
 in token order, then all top-2, ...), as in GShard. Weights are renormalised before dropping, not after.
 ``capacity_factor=None`` means no limit (nothing is dropped).
+
+**Idle experts.** While gradients are recorded, an expert that no token chose still runs, on zero tokens, so its
+gradient is zero rather than missing: data-parallel ranks (DDP, FSDP), whose tokens choose different experts, then
+all reduce the same set of gradients, and the optimizer treats every expert alike at every step.
 """
 
 from __future__ import annotations
@@ -200,10 +204,10 @@ class MoE(nn.Module):
         out = torch.zeros_like(flat)
         for e, expert in enumerate(self.experts):
             token, choice = torch.nonzero((routing.experts == e) & keep, as_tuple=True)
-            if token.numel() == 0:
-                continue
+            if token.numel() == 0 and not torch.is_grad_enabled():
+                continue  # in training an idle expert still runs, on no tokens (see the module docstring)
             y = expert(flat[token]) * routing.weights[token, choice, None]
-            out = out.index_add(0, token, y)
+            out = out.index_add(0, token, y.to(out.dtype))  # under autocast y may be bf16, out the input dtype
         return out.view(shape)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,8 @@
 - :class:`SGD`: plain gradient descent and heavy-ball momentum, for comparison.
 - :class:`Muon`: momentum whose update is *orthogonalised* (:func:`newton_schulz`) before it is applied, for the
   2-D weight matrices of the hidden layers; :func:`muon_param_groups` / :func:`muon_with_adamw` give everything
-  else (embeddings, the output head, norm gains, biases) to AdamW, as nanochat and Kimi's Moonlight do.
+  else (embeddings, the output head, norm gains, biases) to AdamW, as nanochat and Kimi's Moonlight do;
+  :class:`MuonAdamW` is the pair as one optimizer object (what the training loop uses for ``optimizer="muon"``).
 - :func:`param_groups`: no weight decay on norms, biases and (optionally) embeddings.
 - :func:`clip_grad_norm`: rescale all gradients together when their global norm exceeds a limit.
 - Schedules (:func:`warmup_cosine`, :func:`warmup_linear`, :func:`warmup_stable_decay`): pure functions
@@ -210,20 +211,88 @@ class Muon(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                buf = state["momentum_buffer"]
-                buf.mul_(momentum).add_(g)
-                update = g.add(buf, alpha=momentum) if group["nesterov"] else buf
-                scale = math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
-                p.mul_(1 - lr * decay)
-                p.add_(newton_schulz(update, group["ns_steps"]).to(p.dtype), alpha=-lr * scale)
+            _muon_update(group, self.state)
+        return loss
+
+
+def _muon_update(group: dict, state: dict) -> None:
+    """One Muon step of the parameters of ``group`` (lr, momentum, nesterov, ns_steps, weight_decay), whose
+    momentum buffers live in ``state`` (the optimizer's per-parameter state)."""
+    lr, momentum, decay = group["lr"], group["momentum"], group["weight_decay"]
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        g = p.grad
+        entry = state[p]
+        if "momentum_buffer" not in entry:
+            entry["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        buf = entry["momentum_buffer"]
+        buf.mul_(momentum).add_(g)
+        update = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+        scale = math.sqrt(max(1.0, p.shape[0] / p.shape[1]))
+        p.mul_(1 - lr * decay)
+        p.add_(_orthogonalised(update, group["ns_steps"]).to(p.dtype), alpha=-lr * scale)
+
+
+def _orthogonalised(update: torch.Tensor, steps: int) -> torch.Tensor:
+    """:func:`newton_schulz` of ``update``; a sharded one (an FSDP ``DTensor``) is gathered first, because
+    orthogonalising is a property of the whole matrix, not of each rank's rows. Every rank computes the same full
+    result and keeps its own rows (no second communication)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if not isinstance(update, DTensor):
+        return newton_schulz(update, steps)
+    full = newton_schulz(update.full_tensor(), steps)
+    return distribute_tensor(full, update.device_mesh, update.placements, src_data_rank=None)
+
+
+class MuonAdamW(torch.optim.AdamW):
+    """Muon and AdamW as *one* optimizer: groups marked ``muon=True`` take Muon's step, every other group PyTorch's
+    AdamW step (the same kernel as ``torch.optim.AdamW``, foreach or fused as asked).
+
+    Why one object: a training loop, a gradient scaler, a checkpoint (``state_dict``, PyTorch's distributed
+    state-dict helpers) and :func:`set_lr` all handle a single optimizer; two would mean doubling every one of
+    those places. The Muon groups hold ``momentum``, ``nesterov``, ``ns_steps`` and their own ``weight_decay``;
+    give them ``lr_scale`` (Muon's rate over AdamW's) and :func:`set_lr` moves both rates along one schedule.
+    Split a model's parameters with :func:`muon_param_groups`.
+    """
+
+    def __init__(self, params: Iterable, **adamw: object) -> None:
+        super().__init__(params, **adamw)
+
+    def add_param_group(self, param_group: dict) -> None:
+        if param_group.get("muon"):
+            param_group = {"momentum": 0.95, "nesterov": True, "ns_steps": 5, **param_group}
+            for p in param_group["params"]:
+                if p.dim() != 2:
+                    raise ValueError(
+                        f"a Muon group holds 2-D weight matrices only, got a parameter of shape {tuple(p.shape)}"
+                    )
+        super().add_param_group(param_group)
+
+    def __setstate__(self, state: dict) -> None:
+        # Adam's __setstate__ (run by load_state_dict) expects Adam's "step" in every state; Muon's states have
+        # only a momentum buffer, so they are set aside while it runs.
+        muon = {p for group in state["param_groups"] if group.get("muon") for p in group["params"]}
+        aside = {p: state["state"].pop(p) for p in list(state["state"]) if p in muon}
+        super().__setstate__(state)
+        self.state.update(aside)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        every_group = self.param_groups
+        for group in every_group:
+            if group.get("muon"):
+                _muon_update(group, self.state)
+        self.param_groups = [group for group in every_group if not group.get("muon")]
+        try:
+            super().step()  # AdamW on the other groups
+        finally:
+            self.param_groups = every_group
         return loss
 
 
@@ -420,6 +489,7 @@ def make_schedule(name: str, **kwargs: float) -> Callable[[int], float]:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set the learning rate of every parameter group."""
+    """Set the learning rate of every parameter group; a group with an ``lr_scale`` gets ``lr · lr_scale`` (the
+    Muon groups of :class:`MuonAdamW`, whose own rate follows the same schedule)."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group["lr_scale"] if "lr_scale" in group else lr

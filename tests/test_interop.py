@@ -176,3 +176,61 @@ def test_export_refuses_a_tokenizer_with_more_ids_than_the_model_before_writing(
     with pytest.raises(ValueError, match=r"has 400 ids but the model has vocab_size=300"):
         export_pretrained(GPT(_small("gpt2-style")), tmp_path / "out", tokenizer=tokenizer)
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- the 2026 switches: Qwen3 and Mistral
+
+WINDOW = 5  # shorter than the 32 positions compared, so every query past the fifth loses keys
+MODERN_CASES = [
+    ({"qk_norm": True}, "Qwen3ForCausalLM"),
+    ({"qk_norm": True, "n_kv_head": 2, "rope_style": "interleaved", "rope_base": 500.0}, "Qwen3ForCausalLM"),
+    ({"qk_norm": True, "attn_window": WINDOW, "window_pattern": "LG", "tie_embeddings": True}, "Qwen3ForCausalLM"),
+    ({"attn_window": WINDOW}, "MistralForCausalLM"),
+    ({"attn_window": WINDOW, "window_pattern": "L", "n_kv_head": 1, "rope_base": 500.0}, "MistralForCausalLM"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), MODERN_CASES, ids=lambda x: str(x))
+def test_qk_norm_and_sliding_windows_export_to_qwen3_and_mistral(tmp_path, overrides, expected) -> None:
+    """Logits equal within 1e-4 (fp32) on 32 positions, longer than the window; the window is W keys in both
+    libraries: minillm with W − 1 or W + 1 (or none) is far from transformers' model. The folder imports back."""
+    torch.manual_seed(0)
+    config = _small("llama-style", **overrides)
+    model = GPT(config).eval()
+    _perturb(model)
+    export_pretrained(model, tmp_path)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(hf).__name__ == expected
+    ids = torch.randint(0, 300, (3, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = hf(ids).logits
+        assert (theirs - model(ids)).abs().max().item() <= LOGIT_TOL
+        if config.attn_window is not None:
+            for other in (WINDOW - 1, WINDOW + 1, None):
+                shifted = GPT(GPTConfig.from_dict({**config.to_dict(), "attn_window": other} | (
+                    {"window_pattern": None} if other is None else {}
+                )))  # fmt: skip
+                shifted.load_state_dict(model.state_dict())
+                assert (theirs - shifted.eval()(ids)).abs().max().item() > 100 * LOGIT_TOL, other
+        back = import_pretrained(hf)
+        assert architecture_of(back.config) == architecture_of(config)
+        switches = ("qk_norm", "attn_window", "n_kv_head", "rope_base")
+        assert {k: getattr(back.config, k) for k in switches} == {k: getattr(config, k) for k in switches}
+        assert [back.config.layer_window(i) for i in range(2)] == [config.layer_window(i) for i in range(2)]
+        assert (back(ids) - theirs).abs().max().item() <= LOGIT_TOL
+
+
+@pytest.mark.parametrize(
+    ("preset", "overrides", "message"),
+    [
+        ("llama-style", {"logit_softcap": 30.0}, "logit_softcap=30.0 has no equivalent"),
+        ("llama-style", {"n_experts": 4}, "n_experts=4 has no equivalent"),
+        ("llama-style", {"attn_window": WINDOW, "window_pattern": "LG"}, "window_pattern='LG' mixes local and global"),
+        ("gpt2-style", {"qk_norm": True}, "qk_norm=True has no equivalent in GPT-2"),
+        ("gpt2-style", {"attn_window": WINDOW}, "attn_window=5 has no equivalent in GPT-2"),
+    ],
+)
+def test_switches_without_an_equivalent_are_refused_by_name(tmp_path, preset, overrides, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        export_pretrained(GPT(_small(preset, **overrides)), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -218,17 +218,6 @@ def test_bad_switches_are_refused_clearly(overrides, message):
         CausalSelfAttention(16, 2, window=0)
 
 
-@pytest.mark.parametrize(
-    "overrides,name",
-    [(dict(qk_norm=True), "qk_norm"), (dict(logit_softcap=30.0), "logit_softcap"),
-     (dict(attn_window=8), "attn_window"), (dict(n_experts=2), "n_experts")],
-)  # fmt: skip
-def test_the_hugging_face_export_refuses_a_switch_it_cannot_hold(overrides, name):
-    for preset in ("gpt2-style", "llama-style"):
-        with pytest.raises(ValueError, match=f"{name}=.* has no equivalent in GPT-2 or Llama"):
-            architecture_of(GPTConfig.preset(preset, **SHAPE, **overrides))
-
-
 @pytest.mark.parametrize("overrides", [dict(qk_norm=True), dict(attn_window=4, window_pattern="LG"), dict()])
 def test_parameter_formula_holds_with_the_switches(overrides):
     config = GPTConfig(**SHAPE, **overrides)

@@ -342,6 +342,7 @@ def test_every_flag_given_as_none_is_honoured_or_refused(tmp_path, capsys):
         if "None" in str(f.type)
     }
     assert {"val_file", "grad_clip", "tokenizer_train_chars"} <= set(settings)
+    settings["window_pattern"] = "LG"  # a text setting with a syntax of its own: local and global layers
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(settings))
     TrainConfig.from_json(config_file)  # the file alone is valid

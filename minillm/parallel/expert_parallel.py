@@ -78,7 +78,7 @@ class ExpertParallelMoE:
             out = torch.zeros_like(inputs)
             for e in range(self.experts_per_rank):
                 where = torch.nonzero(ids == e, as_tuple=True)[0]
-                if where.numel():
+                if where.numel() or torch.is_grad_enabled():  # an idle expert gets a zero gradient, as in MoE
                     out = out.index_copy(0, where, moe.experts[q * self.experts_per_rank + e](inputs[where]))
             results.append(list(out.split([t.shape[0] for t in received[q]])))
         returned = all_to_all(results, self.ledger)  # combine: returned[r][q] = results[q][r]

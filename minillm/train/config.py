@@ -29,6 +29,18 @@ from minillm.tokenizer import COURSE_SPECIAL_TOKENS
 DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+#: ``optimizer`` → what updates the weights (notebooks 05 and 16).
+OPTIMIZERS = {
+    "adamw": "AdamW on every parameter",
+    "muon": "Muon on the hidden layers' 2-D matrices, AdamW on embeddings, output head, norms and biases",
+}
+#: The TrainConfig fields passed to GPTConfig under the same name: the 2026 switches.
+MODEL_SWITCHES = (
+    "qk_norm", "logit_softcap", "attn_window", "window_pattern", "n_experts", "experts_top_k", "moe_every",
+    "capacity_factor",
+)  # fmt: skip
+
+
 class ConfigError(ValueError):
     """A run setting, or a config file, that cannot be used; the message names it and says what would work."""
 
@@ -76,6 +88,15 @@ class TrainConfig:
     d_model: int = 128
     context_length: int = 256
     dropout: float = 0.0
+    # the 2026 switches (notebook 16), passed to GPTConfig (see its fields); off by default
+    qk_norm: bool = False
+    logit_softcap: float | None = None
+    attn_window: int | None = None  # sliding window: a query sees itself and the attn_window - 1 keys before it
+    window_pattern: str | None = None  # per layer, repeating: "L" local, "G" global (None: every layer local)
+    n_experts: int | None = None  # mixture-of-experts MLPs (None: dense)
+    experts_top_k: int = 2
+    moe_every: int = 1
+    capacity_factor: float | None = None
     # batches
     batch_size: int = 16  # global sequences per micro-batch (summed over data-parallel ranks)
     grad_accum: int = 1
@@ -95,6 +116,12 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float | None = 1.0
+    optimizer: str = "adamw"  # adamw | muon: Muon on the hidden 2-D matrices, AdamW on the rest (MuonAdamW)
+    muon_lr: float = 0.02  # Muon's peak rate; it follows lr's schedule, scaled by muon_lr / lr
+    muon_momentum: float = 0.95
+    muon_weight_decay: float = 0.0  # decoupled decay of the Muon matrices (the AdamW side keeps weight_decay)
+    moe_aux_coef: float = 0.01  # × the experts' load-balancing loss, added to the loss (Switch: 0.01); with experts
+    z_loss_coef: float = 0.0  # × z-loss, mean logsumexp(logits)², added to the loss (PaLM: 1e-4); 0 = off
     on_nonfinite: str = "stop"  # stop | skip: what a NaN/inf loss or gradient does
     dtype: str = "fp32"  # fp32 | bf16 | fp16: the forward pass's precision (autocast; weights stay fp32)
     peak_tflops: float | None = None  # the device's peak TFLOP/s at this dtype: history then reports MFU
@@ -138,10 +165,11 @@ class TrainConfig:
                 f"vocab_size={self.vocab_size} leaves no room for merges: the 256 bytes and "
                 f"{len(COURSE_SPECIAL_TOKENS)} special tokens already take {smallest} ids; use at least {smallest}"
             )
-        for name in ("sample_tokens", "lr", "min_lr", "weight_decay"):
+        nonnegative = ("muon_lr", "muon_weight_decay", "moe_aux_coef", "z_loss_coef")
+        for name in ("sample_tokens", "lr", "min_lr", "weight_decay", *nonnegative):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("beta1", "beta2"):
+        for name in ("beta1", "beta2", "muon_momentum"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.dtype not in DTYPES:
@@ -150,6 +178,12 @@ class TrainConfig:
             raise ConfigError(f"parallel must be 'ddp' or 'fsdp', got {self.parallel!r}")
         if self.parallel == "fsdp" and self.dtype == "fp16":
             raise ConfigError("parallel='fsdp' runs in fp32 or bf16 (fp16 would need a sharded loss scaler); use bf16")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.optimizer == "muon" and self.lr <= 0:
+            raise ConfigError(
+                f"optimizer='muon' needs lr > 0, got lr={self.lr!r}: Muon's rate is muon_lr × (lr's schedule / lr)"
+            )
         if self.on_nonfinite not in ("stop", "skip"):
             raise ConfigError(f"on_nonfinite must be 'stop' or 'skip', got {self.on_nonfinite!r}")
         if self.peak_tflops is not None and self.peak_tflops <= 0:
@@ -215,6 +249,7 @@ class TrainConfig:
             n_kv_head=self.n_kv_head,
             d_model=self.d_model,
             dropout=self.dropout,
+            **{name: getattr(self, name) for name in MODEL_SWITCHES},
         )
 
     def lr_schedule(self) -> Callable[[int], float]:

@@ -18,6 +18,12 @@ slice, and the gradients are averaged, so N processes take the same steps as one
 Precision and speed switches (``TrainConfig``): ``dtype`` (fp32, bf16 or fp16 autocast with fp32 master
 weights; fp16 adds loss scaling), ``activation_checkpointing``, ``compile``; ``peak_tflops`` adds MFU to the
 history.
+
+The 2026 training switches (notebook 16): ``optimizer="muon"`` (:class:`~minillm.optim.MuonAdamW`: Muon on the
+hidden 2-D matrices at ``muon_lr``, AdamW on the rest, one optimizer, one checkpointed state); with experts,
+``moe_aux_coef · model.moe_aux_loss`` is added to the loss; ``z_loss_coef · z_loss(logits)`` over the positions
+whose target counts. The history's ``loss`` stays the cross-entropy; the auxiliary terms are logged beside it
+(``moe_aux_loss``, ``z_loss``, unscaled) and only their gradients join the step.
 """
 
 from __future__ import annotations
@@ -47,12 +53,22 @@ from tqdm.auto import tqdm
 
 from minillm.batches import RandomWindows, sequential_windows
 from minillm.checkpoint import load_checkpoint, save_checkpoint
-from minillm.model import GPT
-from minillm.optim import param_groups, set_lr
+from minillm.loss import z_loss
+from minillm.model import GPT, GPTConfig
+from minillm.optim import MuonAdamW, muon_param_groups, param_groups, set_lr
 from minillm.train.config import DTYPES, TrainConfig
 from minillm.train.sharded import SHARDS_KEY, read_full_state, read_local_shards, save_sharded
 
-__all__ = ["Trainer", "DistContext", "BatchSource", "DataError", "LossFn", "lm_loss", "validation_loss"]
+__all__ = [
+    "Trainer",
+    "DistContext",
+    "BatchSource",
+    "DataError",
+    "LossFn",
+    "lm_loss",
+    "lm_loss_and_z_loss",
+    "validation_loss",
+]
 
 
 class DataError(ValueError):
@@ -81,6 +97,15 @@ def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     # bf16/fp16 autocast the logits come out in half precision: the softmax is taken in (at least) fp32
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def lm_loss_and_z_loss(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`lm_loss` and :func:`~minillm.loss.z_loss` of the same logits, the z-loss over the positions whose
+    target counts (not ``ignore_index``, -100), in at least fp32."""
+    inputs, targets = batch
+    logits = model(inputs)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten()), z_loss(logits[targets != -100])
 
 
 @torch.no_grad()
@@ -201,12 +226,17 @@ class Trainer:
             self.model = self.raw_model
         if c.compile:  # the compiled wrapper shares the raw model's parameters; checkpoints save the raw model
             self.model = torch.compile(self.model)
-        groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
-        # PyTorch's AdamW, multi-tensor (fused into one kernel on a GPU): notebook 05's written-out
-        # minillm.optim.AdamW computes the same update (tests/test_optim.py) but one parameter at a time.
-        speed = {"fused": True} if self.device.type == "cuda" else {"foreach": True}
-        self.optimizer = torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), **speed)
+        self.optimizer = self._build_optimizer()
         self.schedule = c.lr_schedule()
+        if c.z_loss_coef and loss_fn is not lm_loss:
+            raise ValueError(
+                f"z_loss_coef={c.z_loss_coef} adds the z-loss to the pretraining loss (lm_loss); a custom loss_fn "
+                "must add its own (minillm.loss.z_loss), so set z_loss_coef=0 here"
+            )
+        # With experts, the load-balancing loss the model leaves after each forward joins the loss (and the log).
+        self.has_experts = isinstance(getattr(self.raw_model, "config", None), GPTConfig) and bool(
+            self.raw_model.config.n_experts
+        )
         if batches is None:
             if train_tokens is None:
                 raise ValueError("give the Trainer train_tokens or a batch source")
@@ -224,6 +254,45 @@ class Trainer:
         # gradients and AdamW's states stay fp32 (the master weights). fp16's narrow range needs loss scaling.
         self.autocast_dtype = None if self.fsdp else DTYPES[c.dtype]  # under FSDP its precision policy casts
         self.scaler = torch.amp.GradScaler(self.device.type) if c.dtype == "fp16" else None
+
+    def _build_optimizer(self) -> torch.optim.Optimizer:
+        """AdamW on every parameter, or (``optimizer="muon"``) one :class:`~minillm.optim.MuonAdamW`: the hidden
+        2-D matrices (:func:`~minillm.optim.muon_param_groups`) in a Muon group at ``muon_lr``, everything else in
+        the AdamW groups of the AdamW run, with the same decay rules."""
+        c = self.config
+        groups = param_groups(self.raw_model, c.weight_decay, decay_embeddings=c.decay_embeddings)
+        # PyTorch's AdamW, multi-tensor (fused into one kernel on a GPU): notebook 05's written-out
+        # minillm.optim.AdamW computes the same update (tests/test_optim.py) but one parameter at a time.
+        speed = {"fused": True} if self.device.type == "cuda" else {"foreach": True}
+        if c.optimizer == "adamw":
+            return torch.optim.AdamW(groups, lr=c.lr, betas=(c.beta1, c.beta2), **speed)
+        matrices, _ = muon_param_groups(self.raw_model)
+        in_muon = {id(p) for p in matrices}
+        adamw_groups = [{**group, "params": [p for p in group["params"] if id(p) not in in_muon]} for group in groups]
+        muon_group = dict(
+            params=matrices, muon=True, lr=c.muon_lr, lr_scale=c.muon_lr / c.lr, momentum=c.muon_momentum,
+            nesterov=True, ns_steps=5, weight_decay=c.muon_weight_decay,
+        )  # fmt: skip
+        return MuonAdamW([*adamw_groups, muon_group], lr=c.lr, betas=(c.beta1, c.beta2), **speed)
+
+    def _losses(
+        self, model: nn.Module, batch: tuple[torch.Tensor, ...]
+    ) -> tuple[torch.Tensor, dict[str, Any], torch.Tensor | None]:
+        """(the loss that is logged, its metrics, the auxiliary terms to add for the gradient or None)."""
+        c, extra = self.config, None
+        if c.z_loss_coef:
+            loss, z = lm_loss_and_z_loss(model, batch)
+            metrics: dict[str, Any] = {"z_loss": z.detach()}
+            extra = c.z_loss_coef * z
+        else:
+            out = self.loss_fn(model, batch)
+            loss, metrics = out if isinstance(out, tuple) else (out, {})
+        if self.has_experts:
+            aux = self.raw_model.moe_aux_loss
+            metrics = {**metrics, "moe_aux_loss": aux.detach()}
+            if c.moe_aux_coef:
+                extra = c.moe_aux_coef * aux if extra is None else extra + c.moe_aux_coef * aux
+        return loss, metrics, extra
 
     def _shard_blocks(self) -> None:
         """FSDP (PyTorch's ``fully_shard``): every block's parameters, gradients and AdamW states are split across
@@ -270,10 +339,10 @@ class Trainer:
             sync = contextlib.nullcontext() if last or not self.ctx.enabled or self.fsdp else model.no_sync()
             with sync:
                 with self._forward_precision():
-                    out = self.loss_fn(model, batch)
-                loss, metrics = out if isinstance(out, tuple) else (out, {})
+                    loss, metrics, aux = self._losses(model, batch)
                 loss = loss / c.grad_accum
-                (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+                objective = loss if aux is None else loss + aux / c.grad_accum
+                (objective if self.scaler is None else self.scaler.scale(objective)).backward()
             loss_sum += loss.detach()
             for name, value in metrics.items():
                 extra[name] = extra.get(name, 0.0) + float(value) / c.grad_accum

@@ -26,6 +26,7 @@ and refuses a checkpoint of another run (another id, or other settings stored in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -218,6 +219,19 @@ def prepare_run_folder(config: TrainConfig, resume: bool = False, overwrite: boo
     return False
 
 
+def settings_newer_than(recorded: dict, current: dict) -> tuple[str, ...]:
+    """The settings a ``run.json`` written before they existed lacks, where ``current`` holds their default.
+
+    Why they are not compared: every setting added to :class:`TrainConfig` defaults to what runs did before it
+    existed (the 2026 switches are off, the optimizer is AdamW), so such a run is continued exactly as it was
+    trained; a non-default value is still compared (and refused) like any other change.
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return tuple(
+        name for name, value in current.items() if name not in recorded and name in defaults and value == defaults[name]
+    )
+
+
 def _resume_record(record_path: Path, checkpoint: Path, current: dict) -> None:
     """Check the record of a run ``--resume`` continues against ``current`` and write the merged record."""
     recorded = read_record(record_path)
@@ -233,7 +247,7 @@ def _resume_record(record_path: Path, checkpoint: Path, current: dict) -> None:
         record_path,
         current,
         changeable=RESUMABLE_FIELDS,
-        ignore=_NOT_COMPARED,
+        ignore=(*_NOT_COMPARED, *settings_newer_than(recorded, current)),
         fix=f"--resume continues a run with its own settings; only {allowed} may change. Pass the recorded "
         f"values to continue it, or --overwrite to replace it, or choose another --out-dir.",
     )

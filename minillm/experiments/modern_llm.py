@@ -1,0 +1,226 @@
+"""The 2026 model's parts, measured: experts, the balancing loss, Muon and QK-norm on the course's stories (nb 16).
+
+Four comparisons, each over several seeds (initialisation and batch order), all on a small llama-style GPT trained
+with the course's own :class:`~minillm.train.Trainer` (so every switch runs as ``python -m minillm.train`` runs it):
+
+* ``moe_vs_dense``: a mixture of 4 experts (top-1, each expert as wide as the dense MLP) against the dense model at
+  equal *active* parameters (:func:`~minillm.model.matmul_parameters`: a token meets one MLP in both) and equal
+  steps: validation loss, tokens/s, and the parameters each holds;
+* ``expert_usage``: the share of routing choices each expert gets on a fixed validation batch, with the Switch
+  balancing loss (coefficient 0.01) and without it (0), with the balancing loss itself;
+* ``muon_vs_adamw``: a small learning-rate sweep for each optimizer (first seed), then each at its best rate over
+  every seed, equal steps;
+* ``qk_norm``: one learning-rate ladder without clipping, with and without QK-norm: the largest attention logit
+  (q·k/√d over a fixed batch, every ``probe_every`` steps) and whether the run diverged (a non-finite loss).
+
+    python -m minillm.experiments.modern_llm --out data/modern --overwrite     # about 10 CPU-minutes on 1 thread
+    python -m minillm.experiments.modern_llm --out /tmp/check --quick          # tiny sizes, seconds
+
+The file records this module's SHA-256 and its dependencies' (``provenance``); ``tests/test_train_modern.py``
+fails when the committed result is stale.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from minillm.batches import sequential_windows
+from minillm.data import load_text
+from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
+from minillm.experiments.provenance import provenance
+from minillm.model import GPT, matmul_parameters
+from minillm.paths import data_path
+from minillm.run_folder import write_record
+from minillm.seed import seed_everything
+from minillm.tokenizer import BPETokenizer
+from minillm.train import TrainConfig, Trainer
+from minillm.train.loop import validation_loss
+
+__all__ = ["QUICK", "RESULT", "Settings", "max_attention_logit", "run", "train_run"]
+
+RESULT = "modern_llm.json"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes of every run (one thread: about 10 minutes in all)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    train_chars: int = 1_500_000
+    val_chars: int = 200_000
+    steps: int = 120
+    batch_size: int = 16
+    context: int = 64
+    d_model: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    lr: float = 3e-3
+    n_experts: int = 4
+    adamw_lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    muon_lrs: tuple[float, ...] = (0.01, 0.02, 0.05)
+    qk_lrs: tuple[float, ...] = (3e-2, 1e-1)
+    probe_every: int = 20
+    val_batches: int = 8
+
+
+QUICK = Settings(
+    seeds=(0,), train_chars=60_000, val_chars=20_000, steps=6, batch_size=4, context=32, d_model=32, n_layer=1,
+    n_head=2, adamw_lrs=(3e-3,), muon_lrs=(0.02,), qk_lrs=(3e-2,), probe_every=3, val_batches=2,
+)  # fmt: skip
+
+
+def token_streams(settings: Settings) -> tuple[np.ndarray, np.ndarray, int]:
+    """Train and validation ids of the course's stories, with the base model's tokenizer; and its vocabulary size."""
+    tokenizer = BPETokenizer.load(data_path("base/tokenizer.json"))
+    train = tokenizer.encode(load_text(data_path("stories_train.txt"), max_chars=settings.train_chars))
+    val = tokenizer.encode(load_text(data_path("stories_val.txt"), max_chars=settings.val_chars))
+    return np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64), tokenizer.vocab_size
+
+
+def train_config(settings: Settings, seed: int, **switches: Any) -> TrainConfig:
+    lr = switches.pop("lr", settings.lr)
+    return TrainConfig(
+        preset="llama-style", vocab_size=2048, n_layer=settings.n_layer, n_head=settings.n_head,
+        d_model=settings.d_model, context_length=settings.context, batch_size=settings.batch_size,
+        max_steps=settings.steps, warmup_steps=max(1, settings.steps // 10), lr=lr, min_lr=lr / 10,
+        eval_interval=0, progress=False, seed=seed, device="cpu", **switches,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def max_attention_logit(model: GPT, ids: torch.Tensor) -> float:
+    """The largest causal attention logit q·k/√head_dim of any layer and head on ``ids`` (after QK-norm and RoPE):
+    what grows without bound when attention collapses onto one key (Dehghani et al. 2023)."""
+    largest = -math.inf
+    inputs: list[torch.Tensor] = []
+    hooks = [block.attn.register_forward_pre_hook(lambda m, args: inputs.append(args[0])) for block in model.blocks]
+    try:
+        model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    T = ids.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for block, x in zip(model.blocks, inputs, strict=True):
+        attn = block.attn
+        q, k, _ = attn.split_heads(x)
+        if attn.qk_norm:
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        if attn.rope is not None:
+            q, k = attn.rope(q, 0), attn.rope(k, 0)
+        k = k.repeat_interleave(attn.n_head // attn.n_kv_head, dim=1)
+        logits = (q @ k.transpose(-1, -2)) / math.sqrt(attn.head_dim)
+        largest = max(largest, logits.masked_fill(~causal, -math.inf).max().item())
+    return largest
+
+
+def train_run(
+    settings: Settings, data: tuple[np.ndarray, np.ndarray, int], seed: int, probe: bool = False, **switches: Any
+) -> dict[str, Any]:
+    """One run: train, then validation loss, speed, parameters, and (``probe``) the attention-logit trace."""
+    train, val, vocab = data
+    config = train_config(settings, seed, **switches)
+    seed_everything(seed)
+    model = GPT(config.model_config(vocab))
+    trainer = Trainer(model, config, train)
+    probe_ids = next(sequential_windows(val, 4, settings.context, 1))[0]
+    trace: list[dict[str, float]] = []
+    diverged_at = None
+    while trainer.step < settings.steps:
+        until = trainer.step + settings.probe_every if probe else settings.steps
+        try:
+            trainer.run(until_step=until)
+        except FloatingPointError:
+            diverged_at = trainer.step
+            break
+        if probe:
+            trace.append({"step": trainer.step, "max_attention_logit": round(max_attention_logit(model, probe_ids), 3)})
+    history = trainer.history
+    result: dict[str, Any] = {
+        "train_loss": [round(r["loss"], 4) for r in history],
+        "diverged_at": diverged_at,
+        "parameters": model.num_parameters(),
+        "active_parameters": matmul_parameters(model.config),
+        "tokens_per_s": round(float(np.median([r["tokens_per_s"] for r in history])), 1) if history else None,
+    }
+    if diverged_at is None:
+        result["val_loss"] = round(validation_loss(model, val, settings.context, 16, settings.val_batches), 4)
+    if probe:
+        result["attention_logits"] = trace
+    if model.config.n_experts:
+        result["moe_aux_loss"] = [round(r["moe_aux_loss"], 4) for r in history]
+        model(probe_ids)
+        result["expert_usage"] = [[round(u, 4) for u in s.usage.tolist()] for s in model.moe_stats]
+    return result
+
+
+def run(settings: Settings, command: str) -> dict[str, Any]:
+    """Every comparison and seed; the JSON payload of the result file (the caller sets torch's threads)."""
+    data = token_streams(settings)
+    payload: dict[str, Any] = {
+        "settings": asdict(settings),
+        "train_tokens": int(len(data[0])),
+        "val_tokens": int(len(data[1])),
+        "runs": {},
+        "best_lr": {},
+        "provenance": provenance(sys.modules[__name__], command),
+    }
+    runs = payload["runs"]
+
+    def one(name: str, seed: int, **switches: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        runs[f"{name}_seed{seed}"] = result = {"seed": seed, **train_run(settings, data, seed, **switches)}
+        print(f"{name} seed {seed}: val {result.get('val_loss')} ({time.perf_counter() - started:.0f} s)", flush=True)
+        return result
+
+    experts = dict(n_experts=settings.n_experts, experts_top_k=1)
+    for seed in settings.seeds:
+        one("dense", seed)
+        one("moe", seed, **experts)  # Switch's coefficient 0.01 (moe_aux_coef's default)
+        one("moe_no_aux", seed, **experts, moe_aux_coef=0.0)
+    for optimizer, lrs in (("adamw", settings.adamw_lrs), ("muon", settings.muon_lrs)):
+        sweep = {}
+        for lr in lrs:
+            key = dict(lr=lr) if optimizer == "adamw" else dict(optimizer="muon", muon_lr=lr)
+            result = one(f"{optimizer}_lr{lr:g}", settings.seeds[0], **key)
+            sweep[lr] = result.get("val_loss", math.inf)
+        best = min(sweep, key=sweep.get)
+        payload["best_lr"][optimizer] = best
+        for seed in settings.seeds[1:]:
+            key = dict(lr=best) if optimizer == "adamw" else dict(optimizer="muon", muon_lr=best)
+            one(f"{optimizer}_lr{best:g}", seed, **key)
+    for lr in settings.qk_lrs:
+        for qk_norm in (False, True):
+            for seed in settings.seeds:
+                one(
+                    f"qk{'on' if qk_norm else 'off'}_lr{lr:g}", seed, probe=True, lr=lr, qk_norm=qk_norm, grad_clip=None
+                )
+    return payload
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = experiment_parser(
+        "python -m minillm.experiments.modern_llm",
+        __doc__.split("\n")[0],
+        "folder for modern_llm.json (the course's is data/modern)",
+    )
+    args = parse_experiment_args(parser, argv)
+    path = Path(args.out) / RESULT
+    if path.exists() and not args.overwrite:
+        parser.error(f"{path} exists; pass --overwrite to replace it")
+    payload = run(QUICK if args.quick else Settings(), command_line("modern_llm", args.quick))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_record(path, payload, indent=1)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
