@@ -35,6 +35,8 @@ from minillm.tokenizer import BPETokenizer
 
 #: The checkpoints the course ships, by the name ``--model`` and ``/compare`` take (folders under ``data/``).
 SHIPPED = {"base": "base_long", "sft": "posttrain/sft", "aligned": "posttrain/aligned"}
+#: ``--quantize`` values: the weight formats of :mod:`minillm.inference.quantize` (bits), "none" keeps float
+QUANTIZE = {"none": None, "int8": 8, "int4": 4}
 MIN_REPLY_TOKENS = 16  # a prompt that leaves less room than this for the reply is refused
 
 HELP = """commands:
@@ -60,14 +62,22 @@ class ChatModel:
     model: GPT
     tokenizer: BPETokenizer
     source: Path
+    quantized: str = "none"
 
     @property
     def context_length(self) -> int:
         return self.model.config.context_length
 
     def describe(self) -> str:
+        from minillm.inference.quantize import weight_bytes
+
         millions = sum(p.numel() for p in self.model.parameters()) / 1e6
-        return f"{self.name} ({self.source}, {millions:.2f} M parameters, context {self.context_length} tokens)"
+        weights = (
+            "" if self.quantized == "none" else f", {self.quantized} weights: {weight_bytes(self.model) / 1e6:.2f} MB"
+        )
+        return (
+            f"{self.name} ({self.source}, {millions:.2f} M parameters{weights}, context {self.context_length} tokens)"
+        )
 
 
 def model_folder(spec: str) -> tuple[str, Path]:
@@ -90,8 +100,18 @@ def model_folder(spec: str) -> tuple[str, Path]:
     return folder.name if folder.name != "model" else folder.parent.name, folder
 
 
-def load_chat_model(spec: str, device: str | torch.device = "cpu") -> ChatModel:
-    """Load a shipped model or a folder (see the module doc), checking it can chat; ModelError otherwise."""
+def check_quantize(quantize: str) -> None:
+    """``quantize`` is one of :data:`QUANTIZE`'s names; ValueError (one line, the choices) otherwise."""
+    if quantize not in QUANTIZE:
+        raise ValueError(f"--quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+
+
+def load_chat_model(spec: str, device: str | torch.device = "cpu", quantize: str = "none") -> ChatModel:
+    """Load a shipped model or a folder (see the module doc), checking it can chat; ModelError otherwise.
+
+    ``quantize`` "int8" or "int4" stores the blocks' linear weights in that format
+    (:func:`minillm.inference.quantize.quantize_model`: int8 per output channel, int4 in groups of 32)."""
+    check_quantize(quantize)
     name, folder = model_folder(spec)
     config_path = folder / "config.json"
     if not config_path.is_file():
@@ -116,7 +136,15 @@ def load_chat_model(spec: str, device: str | torch.device = "cpu") -> ChatModel:
         raise ModelError(
             f"{folder}: its tokenizer lacks the chat markers {CHAT_SPECIAL_TOKENS}, so it cannot hold a conversation"
         ) from None
-    return ChatModel(name, model.to(device).eval(), tokenizer, folder)
+    model = model.to(device).eval()
+    if QUANTIZE[quantize] is not None:
+        from minillm.inference.quantize import quantize_model
+
+        try:
+            quantize_model(model, bits=QUANTIZE[quantize])
+        except (TypeError, ValueError) as error:
+            raise ModelError(f"{name}: cannot be quantised to {quantize}: {' '.join(str(error).split())}") from None
+    return ChatModel(name, model, tokenizer, folder, quantize)
 
 
 def _load_exported(folder: Path) -> tuple[GPT, BPETokenizer]:
@@ -386,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or mps")
+    parser.add_argument(
+        "--quantize", default="none", help="none, int8 or int4: store the blocks' weights in 8 or 4 bits (notebook 15)"
+    )
     return parser
 
 
@@ -395,12 +426,15 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     settings = Settings(args.temperature, args.top_k, args.top_p, args.max_new_tokens, args.seed)
     try:
         settings.check()
+        check_quantize(args.quantize)
         spec = args.model or ("aligned" if _shipped("aligned") else "sft")
-        main_model = load_chat_model(spec, device=args.device)
+        main_model = load_chat_model(spec, device=args.device, quantize=args.quantize)
     except (ModelError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    session = ChatSession(main_model, settings, load=lambda s: load_chat_model(s, device=args.device))
+    session = ChatSession(
+        main_model, settings, load=lambda s: load_chat_model(s, device=args.device, quantize=args.quantize)
+    )
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
     session.say(f"minillm chat with {main_model.describe()}; /help for commands, Ctrl-D to leave")

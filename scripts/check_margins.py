@@ -95,6 +95,8 @@ TRAJECTORY_CELLS: list[TrajectoryCell] = [
     TrajectoryCell("14_evaluation", "endings, ending_scores = [], []", "next sentence by likelihood"),
     TrajectoryCell("14_evaluation", "report = {}", "two judges"),
     TrajectoryCell("14_evaluation", "gap = np.mean(half(after.scores, leaked))", "contamination: 60 SFT steps"),
+    TrajectoryCell("15_inference", "p_spec, dof = chi2_p_value(tokens, p_real)", "speculative sampling: a χ² test"),
+    TrajectoryCell("16_modern_llm", "z_runs[0.1, seed][-1][1] < z_runs[0.0, seed]", "z-loss, 40 live steps"),
 ]
 
 

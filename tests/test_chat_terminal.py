@@ -200,6 +200,38 @@ def test_the_default_is_the_shipped_aligned_model_and_compare_scores_all_three()
     assert done.stdout.count("gold score") == 3 and "Traceback" not in done.stderr
 
 
+# -------------------------------------------------------------------------------------------- --quantize
+@pytest.mark.parametrize(("flag", "bits"), [("int8", 8), ("int4", 4)])
+def test_quantize_stores_the_block_weights_in_few_bits_and_still_chats(sft, flag, bits):
+    from minillm.inference.quantize import QuantizedLinear, weight_bytes
+
+    small = load_chat_model("sft", quantize=flag)
+    layers = [m for m in small.model.blocks.modules() if isinstance(m, QuantizedLinear)]
+    assert layers and all(m.bits == bits for m in layers)
+    assert not any(isinstance(m, torch.nn.Linear) for m in small.model.blocks.modules())
+    assert weight_bytes(small.model) < 0.6 * weight_bytes(sft.model)  # measured, not assumed: int8 ≈ 0.46, int4 ≈ 0.39
+    assert f"{flag} weights" in small.describe()
+    # the float model's own layer, on the same input, is what the quantised layer approximates
+    x = torch.randn(3, sft.model.config.d_model, generator=torch.Generator().manual_seed(0))
+    exact = sft.model.blocks[0].attn.qkv(x)
+    approx = small.model.blocks[0].attn.qkv(x)
+    assert (approx - exact).abs().max() < (0.05 if bits == 8 else 0.3) * exact.abs().max()
+    session = ChatSession(small, Settings(temperature=0.0, max_new_tokens=24), write=lambda text: None)
+    assert isinstance(session.answer(small, [{"role": "user", "content": "Write a short story about a cat."}]), str)
+
+
+def test_quantize_int8_from_the_command_line_and_a_bad_value_is_one_error_line():
+    done = _run("--model", "sft", "--quantize", "int8", "--temperature", "0", "--max-new-tokens", "8", stdin="hi\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("minillm chat with sft (") and "int8 weights" in done.stdout
+    bad = _run("--model", "sft", "--quantize", "int3", timeout=120)
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert lines == ["error: --quantize must be one of none, int8, int4, got 'int3'"], bad.stderr
+    with pytest.raises(ValueError, match="--quantize must be one of"):
+        load_chat_model("sft", quantize="fp8")
+
+
 @pytest.mark.parametrize("damage", ["missing", "a file", "no config", "flipped byte", "wrong tokenizer", "garbage"])
 def test_a_model_that_cannot_be_used_is_one_error_line(tmp_path, damage):
     folder = tmp_path / "model"
