@@ -1,7 +1,7 @@
 """Build hook: the wheel carries the course's base checkpoint (``data/base_long``) and its chat models
 (``data/posttrain/sft`` and ``data/posttrain/aligned``) as package data, for ``minillm chat``.
 
-Why: ``python -m minillm --preset demo`` post-trains that checkpoint, and a practitioner who installs the wheel
+Why: ``python -m minillm --size demo`` post-trains that checkpoint, and a practitioner who installs the wheel
 has no clone. Outside a clone ``minillm.paths.data_dir`` regenerates the course's text data and copies this
 checkpoint next to it. Everything else about the build is in ``pyproject.toml``.
 """

@@ -77,8 +77,8 @@ def write_texts(folder: Path) -> tuple[Path, Path]:
 
 
 def run_end_to_end_cli(folder: Path, *extra: str) -> dict:
-    """``python -m minillm --preset tiny`` into ``folder`` on the CPU, without progress bars."""
-    return pipeline_main(["--preset", "tiny", "--no-progress", "--device", "cpu", "--run-dir", str(folder), *extra])
+    """``python -m minillm --size tiny`` into ``folder`` on the CPU, without progress bars."""
+    return pipeline_main(["--size", "tiny", "--no-progress", "--device", "cpu", "--run-dir", str(folder), *extra])
 
 
 # ------------------------------------------------------------------------------------------ folders and locks

@@ -1,4 +1,4 @@
-"""``python -m minillm``: the tiny preset runs every phase and writes the report; reruns skip finished phases,
+"""``python -m minillm``: the tiny run size runs every phase and writes the report; reruns skip finished phases,
 an interrupted pretraining resumes from its checkpoint, and bad input fails before any work starts."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from minillm.end_to_end.cli import main
-from minillm.end_to_end.presets import RunSize, SFTSize, get_run_size
+from minillm.end_to_end.run_size import RunSize, SFTSize, get_run_size
 from minillm.train.cli import main as train_main
 from minillm.train.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = ["--preset", "tiny", "--no-progress", "--threads", "2"]
+ARGS = ["--size", "tiny", "--no-progress", "--threads", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def tiny_run(tmp_path_factory) -> tuple[Path, dict]:
 
 
 @pytest.mark.slow
-def test_tiny_preset_runs_every_phase_and_writes_the_report(tiny_run) -> None:
+def test_tiny_run_size_runs_every_phase_and_writes_the_report(tiny_run) -> None:
     folder, metrics = tiny_run
     for phase in ("tokenizer", "pretrain", "sft", "align", "eval"):
         assert (folder / phase / "done.json").is_file(), phase
@@ -73,10 +73,12 @@ def test_overwrite_knows_every_file_a_run_writes(tiny_run) -> None:
 
 
 @pytest.mark.slow
-def test_demo_preset_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tmp_path) -> None:
+def test_demo_run_size_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tmp_path) -> None:
     """The README's first pipeline command: no pretraining, about two minutes on 2 cores."""
     folder = tmp_path / "demo"
-    metrics = main(["--preset", "demo", "--no-progress", "--threads", "1", "--run-dir", str(folder)])
+    metrics = main(
+        ["--preset", "demo", "--no-progress", "--threads", "1", "--run-dir", str(folder)]
+    )  # the earlier flag
     gold = {phase: metrics["eval"][phase]["gold"] for phase in ("pretrain", "sft", "align")}
     assert gold["sft"] > gold["pretrain"] + 0.2, gold  # measured: 0.109 → 0.536
     gain = metrics["eval"]["sft_vs_pretrain"]
@@ -92,11 +94,11 @@ def test_demo_preset_post_trains_the_shipped_base_and_sft_clearly_raises_gold(tm
     assert "| after SFT |" in (folder / "report.md").read_text()
 
 
-def test_demo_preset_refuses_own_text(tmp_path) -> None:
+def test_demo_run_size_refuses_own_text(tmp_path) -> None:
     text = tmp_path / "own.txt"
     text.write_text("Once upon a time. " * 500)
     with pytest.raises(SystemExit, match="post-trains the course's shipped base model, so it takes no --text"):
-        main(["--preset", "demo", "--text", str(text), "--run-dir", str(tmp_path / "run")])
+        main(["--size", "demo", "--text", str(text), "--run-dir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
 
 
@@ -104,10 +106,15 @@ def test_demo_preset_refuses_own_text(tmp_path) -> None:
 def test_rerun_skips_finished_phases_and_resume_continues_pretraining(tiny_run, capsys) -> None:
     folder, first = tiny_run
     capsys.readouterr()
+    # A run recorded before the run size had its name ("preset", "preset_settings") is the same run.
+    record = json.loads((folder / "settings.json").read_text())
+    old_names = {"run_size": "preset", "run_size_settings": "preset_settings"}
+    (folder / "settings.json").write_text(json.dumps({old_names.get(k, k): v for k, v in record.items()}))
     again = main([*ARGS, "--run-dir", str(folder)])
     out = capsys.readouterr().out
     assert out.count("already complete") == 5
     assert again["eval"] == first["eval"]
+    assert json.loads((folder / "settings.json").read_text()) == record  # rewritten under today's names
     # An interruption after the last checkpoint: pretraining resumes there instead of starting over.
     (folder / "pretrain" / "done.json").unlink()
     shutil.rmtree(folder / "pretrain" / "model")
@@ -177,7 +184,7 @@ def test_course_run_size_pretrains_with_the_course_config(tmp_path) -> None:
     """The pipeline's course run reads configs/course.json (the base checkpoint's recipe): every setting but the
     run's own files, seed, device, threads and progress bars comes from the file, so the two cannot drift."""
     from minillm.end_to_end.phases import Run
-    from minillm.end_to_end.presets import RUN_FIELDS, get_run_size
+    from minillm.end_to_end.run_size import RUN_FIELDS, get_run_size
     from minillm.train import TrainConfig
 
     course = TrainConfig.from_json(ROOT / "configs" / "course.json").to_dict()
@@ -206,8 +213,8 @@ def test_long_course_config_is_the_course_config_trained_longer() -> None:
 TEXT = "hello, world! the cat sat on the mat. the dog sat on the log. " * 10
 
 
-def test_unknown_pipeline_preset_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown pipeline preset 'bogus'; choose one of \['course', .*'tiny'\]"):
+def test_unknown_run_size_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown run size 'bogus'; choose one of \['course', .*'tiny'\]"):
         get_run_size("bogus")
     assert get_run_size("tiny") is get_run_size("tiny")  # built once
     with pytest.raises(ValueError, match=r"a run size does not set \['out_dir'\]: the run itself chooses them"):
@@ -219,7 +226,7 @@ def test_unknown_pipeline_preset_lists_the_known_ones():
 def test_run_sizes_are_the_json_files_and_a_bad_file_is_named(tmp_path) -> None:
     """The run sizes are data (one JSON file each): every file loads, the names are the files', and a malformed
     file is refused with its path and the field at fault."""
-    from minillm.end_to_end.presets import RUN_SIZE_DIR, RUN_SIZES, load_run_size
+    from minillm.end_to_end.run_size import RUN_SIZE_DIR, RUN_SIZES, load_run_size
 
     assert set(RUN_SIZES) == {"course", "demo", "gpu-medium", "gpu-small", "tiny"}
     assert {p.stem for p in RUN_SIZE_DIR.glob("*.json")} == set(RUN_SIZES)
@@ -250,7 +257,7 @@ def test_run_sizes_are_the_json_files_and_a_bad_file_is_named(tmp_path) -> None:
 def test_pipeline_refuses_bad_threads_and_devices_before_any_work(tmp_path, flags, message, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match=message):
-        main(["--preset", "tiny", "--run-dir", str(tmp_path / "run"), *flags])
+        main(["--size", "tiny", "--run-dir", str(tmp_path / "run"), *flags])
     assert not (tmp_path / "run").exists()
 
 
@@ -259,7 +266,7 @@ def test_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("Hello there, a short story.\n\nAnother short one here.\n\nAnd a third.\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"short.txt: 53 bytes of training text .*context_length \+ 1 = 257"):
-        main(["--preset", "tiny", "--text", str(short), "--run-dir", str(tmp_path / "run")])
+        main(["--size", "tiny", "--text", str(short), "--run-dir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
     # the train command line finds out after tokenising (tokens, not bytes, fill a window) and says so
     train = tmp_path / "train.txt"
@@ -269,3 +276,22 @@ def test_text_too_short_for_one_window_is_refused_with_its_numbers(tmp_path):
             "--warmup-steps", "1", "--no-progress", "--device", "cpu"]  # fmt: skip
     with pytest.raises(SystemExit, match=r"train.txt: [0-9,]+ tokens after tokenisation, fewer than one train window"):
         train_main(argv)
+
+
+def test_overwrite_recognises_a_run_recorded_under_the_earlier_names(tmp_path) -> None:
+    """--overwrite may replace a pipeline folder whose settings.json predates the run-size rename, and only that."""
+    from minillm.end_to_end.runner import run_files
+    from minillm.run_folder import RunFolderError, remove_run_files
+
+    folder = tmp_path / "run"
+    (folder / "sft").mkdir(parents=True)
+    (folder / "sft" / "done.json").write_text("{}")
+    legacy = {"preset": "tiny", "preset_settings": {}, "algorithm": "dpo", "seed": 0, "text": {}}
+    (folder / "settings.json").write_text(json.dumps(legacy))
+    assert (folder / "sft" / "done.json") in remove_run_files(run_files(folder), "fix")
+    (folder / "sft").mkdir()  # removed with its last file
+    (folder / "sft" / "done.json").write_text("{}")
+    (folder / "settings.json").write_text(json.dumps({"seed": 0}))  # no pipeline's record: nothing is removed
+    with pytest.raises(RunFolderError):
+        remove_run_files(run_files(folder), "fix")
+    assert (folder / "sft" / "done.json").is_file()

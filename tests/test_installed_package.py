@@ -1,5 +1,5 @@
 """The package outside the course's clone, as a practitioner installs it: built as a wheel, installed on its own
-and run from an empty folder, ``python -m minillm --preset demo`` works — the course data is regenerated into a
+and run from an empty folder, ``python -m minillm --size demo`` works — the course data is regenerated into a
 cache folder and the base checkpoint comes with the wheel — and what truly needs the clone says so in one line."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_the_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path) -> None:
     where = minillm("-c", "import minillm; print(minillm.__file__)")
     assert where.stdout.strip().startswith(str(site)), where.stdout + where.stderr  # the wheel, not the clone
 
-    demo = minillm("-m", "minillm", "--preset", "demo", "--run-dir", "run", "--no-progress", "--threads", "1")
+    demo = minillm("-m", "minillm", "--size", "demo", "--run-dir", "run", "--no-progress", "--threads", "1")
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "writing the course data to" in demo.stderr
     data = tmp_path / "cache" / "minillm"
@@ -64,6 +64,6 @@ def test_the_built_wheel_runs_the_demo_from_an_empty_folder(tmp_path) -> None:
     assert shipped.returncode == 0 and shipped.stdout.startswith("minillm chat with aligned ("), shipped.stderr[-2000:]
     assert own.returncode == 0 and own.stdout.startswith(f"minillm chat with sft ({empty / 'run' / 'sft' / 'model'}")
 
-    course = minillm("-m", "minillm", "--preset", "course", "--run-dir", "run2")
+    course = minillm("-m", "minillm", "--size", "course", "--run-dir", "run2")
     assert course.returncode != 0 and "Traceback" not in course.stderr
-    assert course.stderr.strip().splitlines()[-1].startswith("error: --preset course: could not find the course")
+    assert course.stderr.strip().splitlines()[-1].startswith("error: --size course: could not find the course")

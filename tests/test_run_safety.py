@@ -142,7 +142,7 @@ def test_a_lock_held_by_a_live_process_blocks_both_command_lines(tmp_path) -> No
         assert f"(kill {holder.pid})" in message  # the lock proves that process is its writer
         assert not (tmp_path / "out" / "model.safetensors").exists()
         with pytest.raises(SystemExit, match=f"is locked by a running process: pid {holder.pid}"):
-            pipeline_main(["--preset", "tiny", "--no-progress", "--run-dir", str(tmp_path / "run")])
+            pipeline_main(["--size", "tiny", "--no-progress", "--run-dir", str(tmp_path / "run")])
         assert (tmp_path / "run" / LOCK_FILE).exists()  # never taken from a live process
 
 

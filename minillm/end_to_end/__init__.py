@@ -8,6 +8,6 @@ while a run writes to it. Pretraining resumes from its last checkpoint after an 
 :mod:`minillm.end_to_end.runner` runs it; :mod:`minillm.end_to_end.cli` only parses the flags.
 """
 
-from minillm.end_to_end.presets import RUN_SIZES, RunSize, get_run_size
+from minillm.end_to_end.run_size import RUN_SIZES, RunSize, get_run_size
 
 __all__ = ["RUN_SIZES", "RunSize", "get_run_size"]

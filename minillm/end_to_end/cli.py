@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from minillm.checkpoint import CheckpointError
-from minillm.end_to_end.presets import RUN_SIZES
+from minillm.end_to_end.run_size import RUN_SIZES
 from minillm.end_to_end.runner import EndToEndError, run_end_to_end
 from minillm.run_folder import DiskFullError, RunFolderError
 from minillm.train.config import ConfigError
@@ -19,11 +19,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the whole pipeline: tokenizer → pretraining → SFT → DPO/PPO → evaluation → report.",
     )
     parser.add_argument(
-        "--preset",
+        "--size",
+        "--preset",  # the flag's earlier name, still accepted
+        dest="size",
         choices=sorted(RUN_SIZES),
         default="course",
         help="the run size: how long each phase trains (default: course, i.e. configs/course.json then SFT and DPO; "
-        "demo: post-train the shipped base model, about two minutes on 2 CPU cores)",
+        "demo: post-train the shipped base model, about two minutes on 2 CPU cores; the files are in "
+        "minillm/end_to_end/run_sizes/). --preset is its earlier name",
     )
     parser.add_argument(
         "--run-dir",
@@ -52,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     try:
         return run_end_to_end(
-            preset=args.preset,
+            size=args.size,
             run_dir=args.run_dir,
             text=args.text,
             algorithm=args.algorithm,

@@ -24,7 +24,7 @@ from minillm.batches import encode_stories
 from minillm.chat import END, encode_preference_pairs, special_token_id
 from minillm.checkpoint import load_pretrained, remove_stale_temp_files, save_pretrained
 from minillm.data import load_jsonl, load_stories
-from minillm.end_to_end.presets import RunSize
+from minillm.end_to_end.run_size import RunSize
 from minillm.evaluation import (
     CORRECT_AT,
     bootstrap_interval,
@@ -60,7 +60,7 @@ class Run:
     """Where a run writes, what it reads, and how big it is."""
 
     folder: Path
-    preset: RunSize
+    size: RunSize
     train_file: Path
     val_file: Path
     sft_file: Path
@@ -75,7 +75,7 @@ class Run:
 
     def train_config(self) -> TrainConfig:
         """The pretraining config: the run size's settings with this run's files, seed and progress bars."""
-        return self.preset.train_config(
+        return self.size.train_config(
             train_file=str(self.train_file),
             val_file=str(self.val_file),
             out_dir=str(self.phase_dir("pretrain") / "model"),
@@ -120,7 +120,7 @@ def _load_model(run: Run, phase: str) -> GPT:
 
 
 def tokenizer_phase(run: Run) -> dict:
-    base = run.preset.base_dir()
+    base = run.size.base_dir()
     tokenizer = train_tokenizer(run.train_config()) if base is None else BPETokenizer.load(base / "tokenizer.json")
     tokenizer.save(run.phase_dir("tokenizer") / "tokenizer.json")
     sample = load_stories(run.val_file)[0]
@@ -146,7 +146,7 @@ def _shipped_base(run: Run, base: Path) -> dict:
 
 
 def pretrain_phase(run: Run) -> dict:
-    base = run.preset.base_dir()
+    base = run.size.base_dir()
     if base is not None:
         return _shipped_base(run, base)
     config, tokenizer = run.train_config(), _tokenizer(run)
@@ -190,7 +190,7 @@ def sft_phase(run: Run) -> dict:
     context = model.config.context_length
     rows = load_jsonl(run.sft_file, required=("messages",))
     examples = fitting_examples(rows, tokenizer, context)
-    p = run.preset
+    p = run.size
     history = train_sft(
         model,
         examples,
@@ -215,7 +215,7 @@ def align_phase(run: Run) -> dict:
     seed_everything(run.seed)
     tokenizer, policy = _tokenizer(run), _load_model(run, "sft")
     reference = copy.deepcopy(policy).eval()
-    pad_id, p = special_token_id(tokenizer, END), run.preset
+    pad_id, p = special_token_id(tokenizer, END), run.size
     rows = load_jsonl(run.prefs_file, required=("prompt", "chosen", "rejected"))
     pairs, _ = encode_preference_pairs(rows, tokenizer, policy.config.context_length)
     held_out, train_pairs = pairs[: p.align.held_out_pairs], pairs[p.align.held_out_pairs :]
@@ -315,7 +315,7 @@ def eval_phase(run: Run) -> dict:
     bootstrap interval, pass@k on questions (sampled replies), bits per byte of held-out stories, and the KL
     to the SFT model; the paired gains of SFT over the base model and of alignment over SFT."""
     seed_everything(run.seed)
-    tokenizer, p = _tokenizer(run), run.preset
+    tokenizer, p = _tokenizer(run), run.size
     prompts = eval_prompts(p.eval.prompts, seed=10_000 + run.seed)
     questions = [q for q in prompts if parse_prompt(q)["kind"] != "story"][: p.eval.questions]
     stories = load_stories(run.val_file)[: p.eval.stories]

@@ -29,7 +29,7 @@ def _plots(folder: Path, metrics: dict) -> list[str]:
     axes[0].set(title="pretraining", xlabel="step", ylabel="cross-entropy (nats/token)")
     if pre:
         axes[0].legend()
-    elif "from" in metrics["pretrain"]:  # the run started from a shipped checkpoint (the demo preset)
+    elif "from" in metrics["pretrain"]:  # the run started from a shipped checkpoint (the demo run size)
         shipped = metrics["pretrain"]
         note = f"not trained in this run:\n{Path(shipped['from']).name}, validation loss {shipped['val_loss']}"
         axes[0].text(0.5, 0.5, note, ha="center", va="center", transform=axes[0].transAxes)
@@ -118,7 +118,7 @@ def write_report(folder: Path, metrics: dict, settings: dict) -> Path:
     parts = [
         "# minillm pipeline report",
         "",
-        f"Preset `{settings['preset']}`, preference optimisation `{settings['algorithm']}`, "
+        f"Run size `{settings['run_size']}`, preference optimisation `{settings['algorithm']}`, "
         f"pretraining text `{settings['text']['path']}`, seed {settings['seed']}, device `{settings['device']}`.",
         "",
         "## Summary",

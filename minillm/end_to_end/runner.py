@@ -2,7 +2,7 @@
 
 ``python -m minillm`` (:mod:`minillm.end_to_end.cli`) only parses flags and calls it. Before any phase runs,
 the run folder is locked (``run.lock``, see :mod:`minillm.run_folder`) and its ``settings.json`` — the
-preset with all its values, the algorithm, the seed, the device, and the path and SHA-256 of the
+run size with all its values, the algorithm, the seed, the device, and the path and SHA-256 of the
 pretraining text, the validation text and the SFT and preference files — is compared with what this call
 would run. The same settings: finished phases are skipped and an interrupted pretraining resumes. Any
 difference: the run stops and names the differing fields, unless ``overwrite=True`` replaces the folder's
@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -32,14 +33,16 @@ from minillm.end_to_end.phases import (
     sft_phase,
     tokenizer_phase,
 )
-from minillm.end_to_end.presets import RUN_SIZES, get_run_size
 from minillm.end_to_end.report import write_report
+from minillm.end_to_end.run_size import RUN_SIZES, get_run_size
 from minillm.paths import data_dir
 from minillm.run_folder import (
     RunFiles,
+    RunFolderError,
     check_record,
     input_file,
     locked,
+    read_record,
     refuse_foreign_files,
     remove_run_files,
     write_record,
@@ -54,7 +57,28 @@ _MODEL = tuple(map(re.escape, (MODEL_FILE, CONFIG_FILE, TOKENIZER_FILE, CHECKSUM
 _DONE = re.escape("done.json")
 _HISTORY = re.escape("history.json")
 #: Keys every pipeline settings.json holds (how --overwrite recognises a pipeline's folder).
-_SETTINGS_KEYS = frozenset({"preset", "preset_settings", "algorithm", "seed", "text"})
+_SETTINGS_KEYS = frozenset({"run_size", "run_size_settings", "algorithm", "seed", "text"})
+#: The names a settings.json written before the run-size rename uses for them: such a folder is still a pipeline
+#: run, compared and continued as it was (its record is rewritten with the new names once it matches).
+_LEGACY_SETTINGS_NAMES = {"run_size": "preset", "run_size_settings": "preset_settings"}
+
+
+def _recorded_names(settings_file: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` under the key names the folder's ``settings.json`` uses (the legacy ones for an older run)."""
+    recorded = read_record(settings_file)
+    if recorded is None or "run_size" in recorded or "preset" not in recorded:
+        return settings
+    return {_LEGACY_SETTINGS_NAMES.get(key, key): value for key, value in settings.items()}
+
+
+def _is_legacy_pipeline_folder(settings_file: Path) -> bool:
+    """Whether ``settings_file`` is a pipeline's record from before the rename (its keys under the old names)."""
+    try:
+        recorded = read_record(settings_file)
+    except RunFolderError:
+        return False
+    legacy = {_LEGACY_SETTINGS_NAMES.get(key, key) for key in _SETTINGS_KEYS}
+    return isinstance(recorded, dict) and legacy <= set(recorded)
 
 
 def run_files(folder: Path) -> RunFiles:
@@ -74,7 +98,14 @@ def run_files(folder: Path) -> RunFiles:
     }
     owned.update({folder / phase / "model": _MODEL for phase in ("pretrain", "sft", "align")})
     shared = {folder: tuple(map(re.escape, (SETTINGS_FILE, "report.md", "loss_curves.png", "gold_and_kl.png")))}
-    return RunFiles(folder / SETTINGS_FILE, _SETTINGS_KEYS, shared, owned, "a minillm pipeline run")
+    return RunFiles(
+        folder / SETTINGS_FILE,
+        _SETTINGS_KEYS,
+        shared,
+        owned,
+        "a minillm pipeline run",
+        recognise=lambda: _is_legacy_pipeline_folder(folder / SETTINGS_FILE),
+    )
 
 
 class EndToEndError(RuntimeError):
@@ -119,7 +150,7 @@ def _phase_bodies() -> tuple[tuple[str, Callable[[Run], dict]], ...]:
 
 
 def run_end_to_end(
-    preset: str = "course",
+    size: str = "course",
     run_dir: str | Path = "runs/pipeline",
     text: str | Path | None = None,
     algorithm: str = "dpo",
@@ -143,17 +174,17 @@ def run_end_to_end(
             check_device_name(device)
         except ValueError as error:
             raise EndToEndError(f"--device: {error}") from error
-    if preset not in RUN_SIZES:
-        raise EndToEndError(f"unknown preset {preset!r}; choose one of {', '.join(sorted(RUN_SIZES))}")
+    if size not in RUN_SIZES:
+        raise EndToEndError(f"unknown run size {size!r}; choose one of {', '.join(sorted(RUN_SIZES))}")
     try:
-        size = get_run_size(preset)
+        run_size = get_run_size(size)
     except (FileNotFoundError, ValueError) as error:
-        raise EndToEndError(f"--preset {preset}: {error}") from error
+        raise EndToEndError(f"--size {size}: {error}") from error
     own = None
-    if text is not None and size.base is not None:
+    if text is not None and run_size.base is not None:
         raise EndToEndError(
-            f"--preset {preset} post-trains the course's shipped base model, so it takes no --text; "
-            "to pretrain on your own text use --preset tiny or course"
+            f"--size {size} post-trains the course's shipped base model, so it takes no --text; "
+            "to pretrain on your own text use --size tiny or course"
         )
     if text is not None:
         text = Path(text)
@@ -161,7 +192,7 @@ def run_end_to_end(
             raise EndToEndError(f"--text {text}: file not found")
         own = split_own_text(text)
         source = text
-        context = size.pretrain.get("context_length", TrainConfig.context_length)
+        context = run_size.pretrain.get("context_length", TrainConfig.context_length)
         train_bytes = len(own[0].encode("utf-8"))
         if train_bytes < context + 1:  # a byte-level BPE token holds at least one byte
             raise EndToEndError(
@@ -189,7 +220,7 @@ def run_end_to_end(
         inputs = {"text": input_file(source), "sft_file": input_file(sft_file), "prefs_file": input_file(prefs_file)}
         if own is None:  # the course's validation text (own text's validation part is covered by its digest)
             inputs["val_file"] = input_file(data_dir() / "stories_val.txt")
-        base = size.base_dir()
+        base = run_size.base_dir()
         if base is not None:  # the checkpoint a run starts from defines it as much as its data
             inputs["base_model"] = input_file(base / "model.safetensors")
     except FileNotFoundError as error:
@@ -197,8 +228,8 @@ def run_end_to_end(
             f"{error}; the course data ships in data/ (python -m minillm.datagen --out data)"
         ) from error
     settings = {
-        "preset": preset,
-        "preset_settings": size.to_dict(),
+        "run_size": size,
+        "run_size_settings": run_size.to_dict(),
         "algorithm": algorithm,
         "seed": seed,
         "device": str(chosen),
@@ -215,7 +246,7 @@ def run_end_to_end(
         else:
             check_record(
                 settings_file,
-                settings,
+                _recorded_names(settings_file, settings),
                 fix="Rerun with the recorded settings to continue it, pass --overwrite to replace it, "
                 "or choose another --run-dir.",
             )
@@ -228,7 +259,7 @@ def run_end_to_end(
             train_file, val_file = source, Path(inputs["val_file"]["path"])
         run = Run(
             folder=folder,
-            preset=size,
+            size=run_size,
             train_file=train_file,
             val_file=val_file,
             sft_file=sft_file,

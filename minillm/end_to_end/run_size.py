@@ -145,5 +145,5 @@ RUN_SIZES: dict[str, Callable[[], RunSize]] = {
 def get_run_size(name: str) -> RunSize:
     """The run size called ``name``; an unknown name raises ValueError listing the known ones."""
     if not isinstance(name, str) or name not in RUN_SIZES:
-        raise ValueError(f"unknown pipeline preset {name!r}; choose one of {sorted(RUN_SIZES)}")
+        raise ValueError(f"unknown run size {name!r}; choose one of {sorted(RUN_SIZES)}")
     return RUN_SIZES[name]()
