@@ -26,6 +26,14 @@ from torch import nn
 # --------------------------------------------------------------------------------------------- optimisers
 
 
+def _closure_loss(closure: Callable[[], torch.Tensor] | None) -> torch.Tensor | None:
+    """``torch.optim``'s closure contract: re-evaluate the loss with gradients on (steps run under no_grad)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class AdamW(torch.optim.Optimizer):
     """AdamW (Loshchilov & Hutter) with the same update, in the same order, as ``torch.optim.AdamW``.
 
@@ -57,10 +65,7 @@ class AdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
             for p in group["params"]:
@@ -101,10 +106,7 @@ class SGD(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -206,10 +208,7 @@ class Muon(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             _muon_update(group, self.state)
         return loss
@@ -280,10 +279,7 @@ class MuonAdamW(torch.optim.AdamW):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         every_group = self.param_groups
         for group in every_group:
             if group.get("muon"):
@@ -410,28 +406,29 @@ def _check(step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr
         raise ValueError(f"need 0 <= min_lr <= max_lr, got min_lr={min_lr}, max_lr={max_lr}")
 
 
-def _warmup(step: int, max_lr: float, warmup_steps: int) -> float:
-    return max_lr * (step + 1) / warmup_steps
+def _warmup_then(step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float) -> float | None:
+    """The checks and the part every schedule shares: the warmup's rate, ``min_lr`` past the end, else None
+    (the schedule's own decay applies)."""
+    _check(step, max_lr, warmup_steps, total_steps, min_lr)
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    return min_lr if step >= total_steps else None
 
 
 def warmup_cosine(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
     """Linear warmup, then half a cosine from ``max_lr`` (at ``warmup_steps``) to ``min_lr`` (at ``total_steps``)."""
-    _check(step, max_lr, warmup_steps, total_steps, min_lr)
-    if step < warmup_steps:
-        return _warmup(step, max_lr, warmup_steps)
-    if step >= total_steps:
-        return min_lr
+    shared = _warmup_then(step, max_lr, warmup_steps, total_steps, min_lr)
+    if shared is not None:
+        return shared
     progress = (step - warmup_steps) / (total_steps - warmup_steps)
     return min_lr + 0.5 * (max_lr - min_lr) * (1 + math.cos(math.pi * progress))
 
 
 def warmup_linear(step: int, *, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
     """Linear warmup, then a straight line from ``max_lr`` (at ``warmup_steps``) to ``min_lr`` (at ``total_steps``)."""
-    _check(step, max_lr, warmup_steps, total_steps, min_lr)
-    if step < warmup_steps:
-        return _warmup(step, max_lr, warmup_steps)
-    if step >= total_steps:
-        return min_lr
+    shared = _warmup_then(step, max_lr, warmup_steps, total_steps, min_lr)
+    if shared is not None:
+        return shared
     progress = (step - warmup_steps) / (total_steps - warmup_steps)
     return max_lr + (min_lr - max_lr) * progress
 
@@ -451,13 +448,11 @@ def warmup_stable_decay(
     ``total_steps``. Because the flat part does not depend on the run length, a WSD run can be extended
     and cooled down from any saved checkpoint.
     """
-    _check(step, max_lr, warmup_steps, total_steps, min_lr)
+    shared = _warmup_then(step, max_lr, warmup_steps, total_steps, min_lr)
     if not 0 <= decay_steps <= total_steps - warmup_steps:
         raise ValueError(f"decay_steps must lie in [0, total_steps - warmup_steps], got {decay_steps}")
-    if step < warmup_steps:
-        return _warmup(step, max_lr, warmup_steps)
-    if step >= total_steps:
-        return min_lr
+    if shared is not None:
+        return shared
     decay_start = total_steps - decay_steps
     if step <= decay_start:
         return max_lr

@@ -61,10 +61,12 @@ def _installed_data() -> Path:
 
 
 def data_path(name: str) -> Path:
-    """Path of a file under ``data/``, with a clear error if it is missing."""
+    """Path of a file under ``data/``, with a clear error if it is missing: the error names what makes it."""
     path = data_dir() / name
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: not found; regenerate it with `python -m minillm.datagen --out data` (repository root)"
-        )
+        if "/" not in name and Path(name).suffix in (".txt", ".jsonl"):  # the generated stories and tasks
+            how = "regenerate it with `python -m minillm.datagen --out data` (repository root)"
+        else:  # a model or a precomputed result: each is made by its own command
+            how = "data/README.md names the command that makes it"
+        raise FileNotFoundError(f"{path}: not found; {how}")
     return path

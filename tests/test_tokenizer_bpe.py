@@ -351,7 +351,7 @@ def test_opted_in_lossless_pattern_round_trips_and_agrees_with_tokenizers(tmp_pa
     tok = BPETokenizer.train(TEXT + " 123 456", 300, pattern=pattern, allow_custom_pattern=True)
     path = tok.save(tmp_path / "custom.json")
     assert json.loads(path.read_text(encoding="utf-8"))["pattern"] == pattern
-    with pytest.raises(ValueError, match="not one of the named presets"):
+    with pytest.raises(ValueError, match="not one of the built-in patterns"):
         BPETokenizer.load(path)  # a file's own regex always needs the caller's consent
     loaded = BPETokenizer.load(path, allow_custom_pattern=True)
     text = "hello, world! 42 cats\n\n  sat."
@@ -365,7 +365,7 @@ def test_presets_cover_the_probe_and_are_saved_by_name(tmp_path):
     tok = BPETokenizer([], special_tokens=(), pattern=GPT4_PATTERN)  # the regex itself is the preset
     assert tok.pattern == "gpt4"
     assert json.loads(tok.save(tmp_path / "t.json").read_text(encoding="utf-8"))["pattern"] == "gpt4"
-    with pytest.raises(ValueError, match="not one of the named presets"):
+    with pytest.raises(ValueError, match="not one of the built-in patterns"):
         pretokenize("a b", r"\S+")
 
 

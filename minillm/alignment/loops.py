@@ -6,7 +6,7 @@ Both read preference pairs ``(prompt, chosen, rejected)`` already encoded with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -46,6 +46,39 @@ def _check_training_args(pairs: Sequence[Pair], steps: int, lr: float, batch_siz
         raise ValueError(f"need steps ≥ 1, lr > 0, batch_size ≥ 1; got {steps}, {lr}, {batch_size}")
 
 
+def _random_pair_batches(
+    model: nn.Module,
+    pairs: Sequence[Pair],
+    pad_id: int,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    generator: torch.Generator | None,
+    progress: bool,
+    desc: str,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+    """What both preference loops share: the checks, then ``steps`` random mini-batches of pairs (chosen rows
+    first, then rejected: ``ids, mask, n``) on the model's device, with ``model`` in train mode until the end."""
+    _check_training_args(pairs, steps, lr, batch_size)  # now, not at the first batch: before any optimizer exists
+    device = next(model.parameters()).device
+
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+        model.train()
+        for _ in tqdm(range(steps), disable=not progress, desc=desc):
+            picks = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
+            yield _pair_batch([pairs[i] for i in picks], pad_id, device)
+        model.eval()
+
+    return batches()
+
+
+def _clipped_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, model: nn.Module) -> None:
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
 def train_reward_model(
     reward_model: ScalarHeadModel,
     pairs: Sequence[Pair],
@@ -57,23 +90,17 @@ def train_reward_model(
     progress: bool = False,
 ) -> PreferenceHistory:
     """Fit ``reward_model`` with the Bradley–Terry loss on random mini-batches of pairs (AdamW)."""
-    _check_training_args(pairs, steps, lr, batch_size)
-    device = next(reward_model.parameters()).device
+    batches = _random_pair_batches(
+        reward_model, pairs, pad_id, steps, lr, batch_size, generator, progress, "reward model"
+    )
     opt = torch.optim.AdamW(reward_model.parameters(), lr=lr, weight_decay=0.0)
     history = PreferenceHistory()
-    reward_model.train()
-    for _ in tqdm(range(steps), disable=not progress, desc="reward model"):
-        picks = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
-        ids, mask, n = _pair_batch([pairs[i] for i in picks], pad_id, device)
+    for ids, mask, n in batches:
         rewards = reward_model(ids, mask)
         loss = bradley_terry_loss(rewards[:n], rewards[n:])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(reward_model.parameters(), 1.0)
-        opt.step()
+        _clipped_step(opt, loss, reward_model)
         history.loss.append(loss.item())
         history.accuracy.append(pairwise_accuracy(rewards[:n].detach(), rewards[n:].detach()))
-    reward_model.eval()
     return history
 
 
@@ -118,27 +145,19 @@ def train_dpo(
     Logs the loss (ln 2 at the first step when policy == reference), the implicit-reward accuracy and
     the mean implicit-reward margin β·[log π/π_ref (chosen) − log π/π_ref (rejected)].
     """
-    _check_training_args(pairs, steps, lr, batch_size)
-    device = next(policy.parameters()).device
+    batches = _random_pair_batches(policy, pairs, pad_id, steps, lr, batch_size, generator, progress, "DPO")
     reference.eval()  # frozen: only ever run under no_grad (its parameters are left as the caller set them)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
     history = PreferenceHistory()
-    policy.train()
-    for _ in tqdm(range(steps), disable=not progress, desc="DPO"):
-        picks = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
-        ids, mask, n = _pair_batch([pairs[i] for i in picks], pad_id, device)
+    for ids, mask, n in batches:
         with torch.no_grad():
             ref_c, ref_r = _pair_logprobs(reference, ids, mask, n)
         pol_c, pol_r = _pair_logprobs(policy, ids, mask, n)
         out = dpo_loss(pol_c, pol_r, ref_c, ref_r, beta)
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
+        _clipped_step(opt, out.loss, policy)
         history.loss.append(out.loss.item())
         history.accuracy.append(out.accuracy)
         history.margin.append(out.margins.mean().item())
-    policy.eval()
     return history
 
 

@@ -9,9 +9,13 @@ sweep's old spelling of ``--overwrite``, is still accepted there.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
+
+from minillm.run_folder import write_record
 
 
 def experiment_parser(
@@ -39,3 +43,24 @@ def parse_experiment_args(parser: argparse.ArgumentParser, argv: list[str] | Non
 def command_line(module: str, quick: bool) -> str:
     """The command recorded in a result's provenance (``--quick`` named, so quick results can't pass as real)."""
     return f"python -m minillm.experiments.{module}" + (" --quick" if quick else "")
+
+
+def run_one_file_experiment(
+    module: str,
+    doc: str,
+    result: str,
+    out_help: str,
+    run: Callable[[bool, str], dict[str, Any]],
+    argv: list[str] | None,
+) -> None:
+    """The whole command line of an experiment that writes one JSON file: refuse to replace it without
+    ``--overwrite``, run (``run(quick, command)`` returns the payload) and write it atomically."""
+    parser = experiment_parser(f"python -m minillm.experiments.{module}", doc.split("\n")[0], out_help)
+    args = parse_experiment_args(parser, argv)
+    path = Path(args.out) / result
+    if path.exists() and not args.overwrite:
+        parser.error(f"{path} exists; pass --overwrite to replace it")
+    payload = run(args.quick, command_line(module, args.quick))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_record(path, payload, indent=1)
+    print(f"wrote {path}")

@@ -29,7 +29,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,12 +36,11 @@ import torch
 
 from minillm.batches import RandomWindows, encode_documents
 from minillm.data import load_stories
-from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
+from minillm.experiments.arguments import run_one_file_experiment
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT, GPTConfig
 from minillm.optim import warmup_cosine
 from minillm.paths import data_path
-from minillm.run_folder import write_record
 from minillm.textdata import MessyDocument, Pipeline, messy_corpus
 from minillm.textdata.messy import spanish_story
 from minillm.tokenizer import BPETokenizer
@@ -239,19 +237,14 @@ def run(settings: Settings, command: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = experiment_parser(
-        "python -m minillm.experiments.clean_vs_raw",
-        __doc__.split("\n")[0],
+    run_one_file_experiment(
+        "clean_vs_raw",
+        __doc__,
+        RESULT,
         "folder for clean_vs_raw.json (the course's is data/textdata)",
+        lambda quick, command: run(QUICK if quick else Settings(), command),
+        argv,
     )
-    args = parse_experiment_args(parser, argv)
-    path = Path(args.out) / RESULT
-    if path.exists() and not args.overwrite:
-        parser.error(f"{path} exists; pass --overwrite to replace it")
-    payload = run(QUICK if args.quick else Settings(), command_line("clean_vs_raw", args.quick))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_record(path, payload, indent=1)
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

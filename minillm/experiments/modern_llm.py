@@ -29,7 +29,6 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,11 +36,10 @@ import torch
 
 from minillm.batches import sequential_windows
 from minillm.data import load_text
-from minillm.experiments.arguments import command_line, experiment_parser, parse_experiment_args
+from minillm.experiments.arguments import run_one_file_experiment
 from minillm.experiments.provenance import provenance
 from minillm.model import GPT, matmul_parameters
 from minillm.paths import data_path
-from minillm.run_folder import write_record
 from minillm.seed import seed_everything
 from minillm.tokenizer import BPETokenizer
 from minillm.train import TrainConfig, Trainer
@@ -212,19 +210,14 @@ def run(settings: Settings, command: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = experiment_parser(
-        "python -m minillm.experiments.modern_llm",
-        __doc__.split("\n")[0],
+    run_one_file_experiment(
+        "modern_llm",
+        __doc__,
+        RESULT,
         "folder for modern_llm.json (the course's is data/modern)",
+        lambda quick, command: run(QUICK if quick else Settings(), command),
+        argv,
     )
-    args = parse_experiment_args(parser, argv)
-    path = Path(args.out) / RESULT
-    if path.exists() and not args.overwrite:
-        parser.error(f"{path} exists; pass --overwrite to replace it")
-    payload = run(QUICK if args.quick else Settings(), command_line("modern_llm", args.quick))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_record(path, payload, indent=1)
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ class BPETokenizer:
         *,
         allow_custom_pattern: bool = False,
     ) -> None:
-        """``pattern`` is a preset name ("gpt2", "gpt4", "none"); a regex of your own needs
+        """``pattern`` names a built-in pattern ("gpt2", "gpt4", "none"); a regex of your own needs
         ``allow_custom_pattern=True`` and must split any text losslessly (see ``pretokenize.check_pattern``)."""
         self.pattern = check_pattern(pattern, allow_custom_pattern)
         self._regex = compile_pattern(self.pattern)
@@ -497,7 +497,7 @@ class BPETokenizer:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the tokenizer as readable JSON (see :mod:`minillm.tokenizer.io` for the byte notation).
 
-        A preset pattern is saved by name, so a file never carries a regex unless its author chose one.
+        A built-in pattern is saved by name, so a file never carries a regex unless its author chose one.
         The format stores merges only and rebuilds ids in merge order, so a tokenizer loaded with another
         layout or merge rule (:meth:`from_gpt2_files`, :meth:`from_tiktoken_ranks`) is refused: save it in
         its own format instead.
@@ -522,7 +522,7 @@ class BPETokenizer:
     def load(cls, path: str | os.PathLike, *, allow_custom_pattern: bool = False) -> BPETokenizer:
         """Read a file written by :meth:`save`; a corrupt or foreign file raises ValueError.
 
-        The file is data, not code: its ``pattern`` must name a preset ("gpt2", "gpt4", "none"). A file
+        The file is data, not code: its ``pattern`` must name a built-in pattern ("gpt2", "gpt4", "none"). A file
         with a regex of its own loads only with ``allow_custom_pattern=True`` (trust it first: a regex can
         take exponential time on some texts), and only if that regex splits any text losslessly.
         """

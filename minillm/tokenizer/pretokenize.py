@@ -63,20 +63,20 @@ _RUN = 256  # characters in each run probe: a long run of one character is where
 
 
 def pattern_name(pattern: str | None) -> str | None:
-    """The preset name ("gpt2", "gpt4", "none") of a name, a preset's regex or None; None for anything else."""
+    """The built-in pattern's name ("gpt2", "gpt4", "none") of a name, its regex or None; None for anything else."""
     if pattern is None:
         return "none"
-    for name, preset in PATTERNS.items():
-        if pattern in (name, preset):
+    for name, built_in in PATTERNS.items():
+        if pattern in (name, built_in):
             return name
     return None
 
 
 def check_pattern(pattern: str | None, allow_custom_pattern: bool = False) -> str | None:
-    """Validate a pre-tokenization pattern and return its canonical form: a preset name, or the custom regex.
+    """Validate a pre-tokenization pattern and return its canonical form: a built-in pattern's name, or the regex.
 
     A pattern is code that runs on every text encoded, so one read from a file is not trusted: only the
-    named presets ("gpt2", "gpt4", "none", or their exact regexes) are accepted unless the caller passes
+    built-in patterns ("gpt2", "gpt4", "none", or their exact regexes) are accepted unless the caller passes
     ``allow_custom_pattern=True``. Even then the regex must compile, must not repeat a group that holds a
     quantifier or an alternation (:func:`unsafe_repetition`: ``(a+)+``, ``(a|aa)+``), must finish quickly on
     :data:`PATTERN_PROBE` and on long runs of each character it names, and must cut :data:`PATTERN_PROBE` into
@@ -90,9 +90,9 @@ def check_pattern(pattern: str | None, allow_custom_pattern: bool = False) -> st
         raise TypeError(f"pattern must be one of {sorted(PATTERNS)}, a regex string or None, got {pattern!r}")
     if not allow_custom_pattern:
         raise ValueError(
-            f"pre-tokenization pattern {_short(pattern)} is not one of the named presets {sorted(PATTERNS)}; "
+            f"pre-tokenization pattern {_short(pattern)} is not one of the built-in patterns {sorted(PATTERNS)}; "
             "a custom regex runs on every text you encode (it could be very slow, or drop characters), so use "
-            "a preset, or pass allow_custom_pattern=True if you wrote this pattern yourself"
+            "a built-in one, or pass allow_custom_pattern=True if you wrote this pattern yourself"
         )
     _check_custom_pattern(pattern)
     return pattern
@@ -110,7 +110,7 @@ def _check_custom_pattern(pattern: str) -> None:
             "exponentially many ways, and a backtracking regex tries them all before it gives up (catastrophic "
             "backtracking: seconds to hours on a few dozen characters); repeat single characters or classes "
             "instead ('(?:a|b)+' → '[ab]+'), make the repetition possessive ('++') or the group atomic "
-            "('(?>...)'), or use a preset"
+            "('(?>...)'), or use a built-in pattern"
         )
     deadline = time.monotonic() + _PROBE_TIMEOUT_S
     try:
@@ -120,7 +120,7 @@ def _check_custom_pattern(pattern: str) -> None:
     except TimeoutError as err:
         raise ValueError(
             f"pre-tokenization pattern {_short(pattern)} took over {_PROBE_TIMEOUT_S:g} s on probe texts of a "
-            f"few hundred characters (catastrophic backtracking); simplify it or use a preset"
+            f"few hundred characters (catastrophic backtracking); simplify it or use a built-in pattern"
         ) from err
     if not all(isinstance(piece, str) for piece in pieces):
         raise ValueError(
@@ -133,7 +133,7 @@ def _check_custom_pattern(pattern: str) -> None:
         raise ValueError(
             f"pre-tokenization pattern {_short(pattern)} does not cover every character: its pieces of a probe "
             f"text do not join back to it ({dropped}), so encoding would silently drop text; add an "
-            r"alternative that matches everything else (e.g. end with '|\s+|[^\s]') or use a preset"
+            r"alternative that matches everything else (e.g. end with '|\s+|[^\s]') or use a built-in pattern"
         )
 
 
@@ -304,7 +304,7 @@ def compile_pattern(pattern: str | None) -> regex.Pattern[str] | None:
 def pretokenize(text: str, pattern: str | None = "gpt2", allow_custom_pattern: bool = False) -> list[str]:
     """Split ``text`` into pre-tokens; their concatenation is ``text`` again.
 
-    ``pattern`` is a preset name; a custom regex needs ``allow_custom_pattern=True`` and is checked to
+    ``pattern`` names a built-in pattern; a custom regex needs ``allow_custom_pattern=True`` and is checked to
     cover every character first (see :func:`check_pattern`).
     """
     compiled = compile_pattern(check_pattern(pattern, allow_custom_pattern))
