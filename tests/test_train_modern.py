@@ -344,6 +344,7 @@ def test_modern_llm_quick_run_writes_a_fresh_record(tmp_path):
     assert stale_results(payload, modern_llm) == [] and "--quick" in payload["provenance"]["command"]
     runs = payload["runs"]
     assert {"dense_seed0", "moe_seed0", "moe_no_aux_seed0", "qkoff_lr0.03_seed0", "qkon_lr0.03_seed0"} <= set(runs)
+    assert {"fp16_qkoff_lr0.03_seed0", "fp16_qkon_lr0.03_seed0"} <= set(runs)
     steps = modern_llm.QUICK.steps
     assert all(len(r["train_loss"]) == steps and all(map(math.isfinite, r["train_loss"])) for r in runs.values())
     dense, moe = runs["dense_seed0"], runs["moe_seed0"]
@@ -352,6 +353,11 @@ def test_modern_llm_quick_run_writes_a_fresh_record(tmp_path):
     assert all(abs(sum(layer) - 1) < 1e-3 for layer in moe["expert_usage"])
     assert len(runs["qkon_lr0.03_seed0"]["attention_logits"]) == steps // modern_llm.QUICK.probe_every
     assert set(payload["best_lr"]) == {"adamw", "muon"}
+    adamw = runs[f"adamw_lr{payload['best_lr']['adamw']:g}_seed0"]  # the course model's shape, not the small one
+    course = GPT(modern_llm.train_config(modern_llm.QUICK.course(), 0, 1e-3).model_config(2048))
+    assert adamw["parameters"] == course.num_parameters() and course.config.norm == "layernorm"  # gpt2-style
+    fp16 = runs["fp16_qkoff_lr0.03_seed0"]["attention_logits"]
+    assert [p["step"] for p in fp16] == [3, 6] and all(p["largest_output"]["value"] > 0 for p in fp16)
     with pytest.raises(SystemExit):  # an existing result is not replaced without --overwrite
         modern_llm.main(["--out", str(tmp_path), "--quick"])
 
@@ -371,6 +377,20 @@ def test_max_attention_logit_equals_the_written_out_scores():
         assert modern_llm.max_attention_logit(model, ids) >= first - 1e-5
         model.blocks[1].attn.qkv.weight.zero_()  # layer 2's logits all 0: the maximum is layer 1's (if above 0)
         assert modern_llm.max_attention_logit(model, ids) == pytest.approx(max(first, 0.0), abs=1e-5)
+
+
+def test_largest_output_finds_the_largest_value_and_the_first_layer_to_overflow():
+    torch.manual_seed(0)
+    model = GPT(_config().model_config(64)).eval()
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(ids)
+        found = modern_llm.largest_output(model, ids, None)
+        assert found["value"] >= round(logits.abs().max().item(), 3) and found["first_nonfinite"] is None
+        model.blocks[0].mlp.down.weight[0, 0] = 1e6  # past float16's 65,504 once cast: that layer overflows first
+        in_fp16 = modern_llm.largest_output(model, ids, torch.float16)
+        assert in_fp16["first_nonfinite"] == "blocks.0.mlp.down" and in_fp16["value"] == "inf"
+        assert modern_llm.largest_output(model, ids, None)["first_nonfinite"] is None  # float32 holds 1e6
 
 
 @pytest.mark.skipif(not COMMITTED.exists(), reason="the modern_llm experiment has not been run into data/modern yet")
