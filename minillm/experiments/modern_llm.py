@@ -97,8 +97,8 @@ class Settings:
     course_n_head: int = 4
     course_context: int = 128
     course_steps: int = 150
-    adamw_lrs: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
-    muon_lrs: tuple[float, ...] = (0.01, 0.02, 0.05)
+    adamw_lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    muon_lrs: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05)
     val_batches: int = 8
 
     def small(self) -> Shape:
