@@ -2,6 +2,8 @@
 
 - The workbook edition is committed without outputs, so nbval runs its cells (an error still fails) without
   comparing outputs; the complete edition's outputs are compared as always.
+- The Spanish edition (``notebooks/es/``) is not executed: its code cells and outputs are the English notebooks'
+  (tests/test_translations.py checks they are identical), so running them again would only double the time.
 - Graders write the learner's progress to the user's cache folder; a test run must not touch a real learner's
   progress, so kernels and tests get a temporary ``MINILLM_CACHE_DIR`` of their own.
 - The suite runs on two pytest-xdist workers, and nbval starts a Jupyter kernel per notebook. A kernel's torch
@@ -20,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 WORKBOOK = Path(__file__).resolve().parent / "notebooks" / "workbook"
+collect_ignore = ["notebooks/es"]
 _progress_dir: str | None = None
 
 

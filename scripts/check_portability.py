@@ -72,6 +72,7 @@ def run_setting(name: str, workers: int, extra: list[str]) -> tuple[int, dict[st
             "pytest",
             "notebooks",
             "--ignore=notebooks/workbook",
+            "--ignore=notebooks/es",
             "-n",
             str(workers),
             "--dist",

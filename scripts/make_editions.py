@@ -3,6 +3,11 @@
     python scripts/make_editions.py            # write notebooks/workbook/*.ipynb
     python scripts/make_editions.py 05 10      # only the workbooks of the notebooks whose names start so
     python scripts/make_editions.py --check    # exit 1 if a committed copy differs from what would be written
+    python scripts/make_editions.py --todo es  # mark what a translator must (re)translate in notebooks/i18n/es/
+
+**The Spanish edition.** ``notebooks/es/`` (complete, outputs included) and ``notebooks/es/workbook/``: the same
+notebooks with every markdown cell replaced by its translation from ``notebooks/i18n/es/`` (scripts/translation.py
+says how a translation records the English it translates, and what it must keep).
 
 **The workbook edition.** In the complete notebook a learner build is a code cell tagged ``build`` whose part
 the learner writes lies between a ``# BUILD BEGIN`` and a ``# BUILD END`` line, inside a function or method::
@@ -31,9 +36,12 @@ import re
 import sys
 from pathlib import Path
 
+import translation  # scripts/translation.py (scripts/ is on sys.path when this runs, and in the tests)
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 WORKBOOK = NOTEBOOKS / "workbook"
+SPANISH = NOTEBOOKS / "es"
 
 BEGIN, END = "# BUILD BEGIN", "# BUILD END"
 HINT = re.compile(r"^\s*# hint:", re.IGNORECASE)
@@ -110,25 +118,42 @@ def _repo_url() -> str:
     return match.group(1)
 
 
-def banner(name: str) -> dict:
-    """The markdown cell that opens every workbook: what this edition is and where the solutions are."""
-    colab = _repo_url().replace("https://github.com/", "https://colab.research.google.com/github/")
-    text = (
+_BANNERS = {
+    "en": (
         "> **Workbook edition.** Here **you** write the builds: each cell that ends in\n"
         "> `raise NotWrittenYet(...)` is yours to complete; the grading cell after it checks your code against the\n"
         "> reference, names the mistake when it recognises one, and otherwise lets the notebook go on with\n"
         "> `minillm`'s version, so you can skip a build and still run everything after it. The last cell lists your\n"
         "> builds ✓/✗. Solutions live in the complete edition,\n"
-        f"> [`notebooks/{name}`](../{name}) "
-        f"([open in Colab]({colab}/blob/main/notebooks/{name})).\n"
+        "> [`{folder}/{name}`](../{name}) ([open in Colab]({colab}/blob/main/{folder}/{name})).\n"
         ">\n"
-        f"> [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}/blob/main/notebooks/workbook/{name})"
-    )
+        "> {badge}"
+    ),
+    "es": (
+        "> **Edición cuaderno de trabajo.** Aquí las construcciones las escribes **tú**: cada celda que termina en\n"
+        "> `raise NotWrittenYet(...)` es tuya para completar; la celda de corrección que la sigue compara tu\n"
+        "> código con la referencia, nombra el error cuando lo reconoce y, si no, deja que el cuaderno siga con\n"
+        "> la versión de `minillm`, así que puedes saltarte una construcción y ejecutar igualmente todo lo que\n"
+        "> viene después. La última celda lista tus construcciones ✓/✗. Las soluciones están en la edición\n"
+        "> completa, [`{folder}/{name}`](../{name}) ([abrir en Colab]({colab}/blob/main/{folder}/{name})).\n"
+        ">\n"
+        "> {badge}"
+    ),
+}
+
+
+def banner(name: str, lang: str = "en") -> dict:
+    """The markdown cell that opens every workbook: what this edition is and where the solutions are."""
+    colab = _repo_url().replace("https://github.com/", "https://colab.research.google.com/github/")
+    folder = "notebooks" if lang == "en" else f"notebooks/{lang}"
+    badge = f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}/blob/main/{folder}/workbook/{name})"
+    text = _BANNERS[lang].format(folder=folder, name=name, colab=colab, badge=badge)
     return {"cell_type": "markdown", "id": "workbook-edition", "metadata": {}, "source": _source_list(text)}
 
 
-def workbook(notebook: dict, name: str) -> dict:
-    """The workbook edition of one complete notebook (``name`` is its file name, for messages and links)."""
+def workbook(notebook: dict, name: str, lang: str = "en") -> dict:
+    """The workbook edition of one complete notebook (``name`` is its file name, for messages and links; ``lang``
+    the language of its banner: the Spanish workbook is made from the Spanish complete edition)."""
     book = copy.deepcopy(notebook)
     book["metadata"].pop("widgets", None)
     cells, editions = [], 0
@@ -151,7 +176,7 @@ def workbook(notebook: dict, name: str) -> dict:
         cells.append(cell)
     if any("build" in c.get("metadata", {}).get("tags", []) for c in notebook["cells"]) and editions != 1:
         raise EditionError(f"{name}: a notebook with builds needs exactly one start_notebook(..., {COMPLETE_EDITION})")
-    book["cells"] = cells[:1] + [banner(name)] + cells[1:]
+    book["cells"] = cells[:1] + [banner(name, lang)] + cells[1:]
     return book
 
 
@@ -170,13 +195,39 @@ def complete_notebooks(prefixes: list[str] | None = None) -> list[Path]:
     return paths
 
 
-def generated(prefixes: list[str] | None = None) -> dict[Path, str]:
-    """Every generated file's path and text (of the notebooks ``prefixes`` selects; all when None)."""
+def generated(prefixes: list[str] | None = None, untranslated: list[str] | None = None) -> dict[Path, str]:
+    """Every generated file's path and text (of the notebooks ``prefixes`` selects; all when None). A notebook whose
+    Spanish translation is not current gets no Spanish edition; why is appended to ``untranslated`` (the drift
+    test, tests/test_translations.py, fails on it — the workbooks are still made)."""
     files = {}
     for path in complete_notebooks(prefixes):
         notebook = json.loads(path.read_text(encoding="utf-8"))
         files[WORKBOOK / path.name] = dumps(workbook(notebook, path.name))
+        try:  # the Spanish editions: the complete one with its outputs, and its workbook
+            spanish = translation.translate(notebook, translation.read(path.name, "es"), path.name)
+        except translation.TranslationError as error:
+            if untranslated is not None:
+                untranslated.append(str(error))
+            continue
+        files[SPANISH / path.name] = dumps(spanish)
+        files[SPANISH / "workbook" / path.name] = dumps(workbook(spanish, path.name, lang="es"))
     return files
+
+
+def write_todo(lang: str, prefixes: list[str] | None = None) -> list[Path]:
+    """Bring each translation file up to date for a translator: current blocks kept, ``todo`` blocks (holding the
+    English) for new or changed cells, stale blocks dropped. Returns the files that changed."""
+    changed = []
+    for path in complete_notebooks(prefixes):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        target = translation.translation_path(path.name, lang)
+        blocks = translation.todo_blocks(notebook, translation.read(path.name, lang))
+        text = translation.render(blocks, path.name, lang)
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            changed.append(target)
+    return changed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,21 +239,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace workbooks even if someone has run and saved them"
     )
+    parser.add_argument(
+        "--todo", metavar="LANG", help="update notebooks/i18n/LANG/*.md for translators (todo blocks), then stop"
+    )
     args = parser.parse_args(argv)
     try:
-        files = generated(args.prefixes)
-    except EditionError as error:
+        if args.todo:
+            for path in write_todo(args.todo, args.prefixes):
+                print(f"updated {path.relative_to(ROOT)}")
+            return 0
+        untranslated: list[str] = []
+        files = generated(args.prefixes, untranslated)
+    except (EditionError, translation.TranslationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     stale = [p for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    extra = [] if args.prefixes else sorted(set(WORKBOOK.glob("*.ipynb")) - set(files))
+    editions = [WORKBOOK, SPANISH, SPANISH / "workbook"]
+    extra = [] if args.prefixes else sorted({p for d in editions for p in d.glob("*.ipynb")} - set(files))
+    for reason in untranslated:
+        print(f"no Spanish edition: {reason} (python scripts/translation.py es lists every problem)", file=sys.stderr)
     if args.check:
         for path in stale:
             print(f"out of date: {path.relative_to(ROOT)} (run python scripts/make_editions.py)")
         for path in extra:
             print(f"not generated from any notebook: {path.relative_to(ROOT)}")
         return 1 if stale or extra else 0
-    worked_in = [p for p in stale if p.is_file() and _has_outputs(p)] if not args.overwrite else []
+    workbooks = [p for p in stale if p.parent.name == "workbook"]  # a generated workbook never has outputs
+    worked_in = [p for p in workbooks if p.is_file() and _has_outputs(p)] if not args.overwrite else []
     if worked_in:
         for path in worked_in:
             print(
@@ -211,13 +274,13 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
-    WORKBOOK.mkdir(exist_ok=True)
     for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(files[path], encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
     for path in extra:
         print(f"left alone: {path.relative_to(ROOT)} (no complete notebook of that name)")
-    print(f"{len(files)} workbooks, {len(stale)} updated")
+    print(f"{len(files)} generated notebooks, {len(stale)} updated")
     return 0
 
 
