@@ -17,11 +17,12 @@ llama-style GPT (2 layers, width 64); Muon against AdamW uses the course model's
   attention logit (q·k/√d over a fixed batch, every ``probe_every`` steps) and the validation loss. In float32 no
   rung diverges at this size (probed up to lr 1.0): the softmax subtracts its maximum, so logits in the thousands
   stay finite; what the ladder shows is the growth itself;
-* ``qk_fp16``: the ladder's lr 0.1 rung, and lr 0.2, in float16 (autocast with loss scaling, notebook 08's recipe),
-  with and without QK-norm, probed every ``fp16_probe_every`` steps for the largest attention logit and the largest
-  value any layer outputs in float16. A run diverges when a layer's output passes float16's largest value (65,504):
-  the loss becomes NaN and training stops (``diverged_at``; ``at_divergence`` names the first layer that overflows
-  on the probe batch). Which runs diverge is measured, not assumed: see notebook 16 and data/modern/README.md.
+* ``qk_fp16``: the ladder's lr 0.1 rung, and lr 0.2, over eight seeds, in float16 (autocast with loss scaling,
+  notebook 08's recipe), with and without QK-norm, probed every ``fp16_probe_every`` steps for the largest attention
+  logit and the largest value any layer outputs. A run diverges when a float16 value passes float16's largest
+  (65,504): the loss becomes NaN and training stops (``diverged_at``; ``at_divergence`` names the first layer that
+  overflows on the probe batch). Which runs diverge is measured, not assumed: see notebook 16 and
+  data/modern/README.md.
 
     python -m minillm.experiments.modern_llm --out data/modern --overwrite     # about 25 CPU-minutes on 1 thread
     python -m minillm.experiments.modern_llm --out /tmp/check --quick          # tiny sizes, seconds
@@ -89,6 +90,7 @@ class Settings:
     qk_lrs: tuple[float, ...] = (3e-2, 1e-1, 3e-1)
     probe_every: int = 20
     fp16_lrs: tuple[float, ...] = (0.1, 0.2)
+    fp16_seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7)  # divergence is a yes/no per run: more seeds
     fp16_probe_every: int = 4
     # Muon against AdamW on the course model's shape (configs/course.json: gpt2-style, 4 layers, width 128, 4 heads)
     course_preset: str = "gpt2-style"
@@ -98,7 +100,7 @@ class Settings:
     course_context: int = 128
     course_steps: int = 150
     adamw_lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
-    muon_lrs: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05)
+    muon_lrs: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1)
     val_batches: int = 8
 
     def small(self) -> Shape:
@@ -113,8 +115,9 @@ class Settings:
 
 QUICK = Settings(
     seeds=(0,), train_chars=60_000, val_chars=20_000, steps=6, batch_size=4, context=32, d_model=32, n_layer=1,
-    n_head=2, qk_lrs=(3e-2,), probe_every=3, fp16_lrs=(3e-2,), fp16_probe_every=3, course_n_layer=1, course_d_model=32,
-    course_n_head=2, course_context=32, course_steps=6, adamw_lrs=(3e-3,), muon_lrs=(0.02,), val_batches=2,
+    n_head=2, qk_lrs=(3e-2,), probe_every=3, fp16_lrs=(3e-2,), fp16_seeds=(0,), fp16_probe_every=3,
+    course_n_layer=1, course_d_model=32, course_n_head=2, course_context=32, course_steps=6, adamw_lrs=(3e-3,),
+    muon_lrs=(0.02,), val_batches=2,
 )  # fmt: skip
 
 
@@ -294,7 +297,7 @@ def run(settings: Settings, command: str) -> dict[str, Any]:
                 one(name, seed, probe_every=settings.probe_every, lr=lr, qk_norm=qk_norm, grad_clip=None)
     for lr in settings.fp16_lrs:
         for qk_norm in (False, True):
-            for seed in settings.seeds:
+            for seed in settings.fp16_seeds:
                 name = f"fp16_qk{'on' if qk_norm else 'off'}_lr{lr:g}"
                 probe = settings.fp16_probe_every
                 one(name, seed, probe_every=probe, lr=lr, qk_norm=qk_norm, grad_clip=None, dtype="fp16")
