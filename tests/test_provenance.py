@@ -84,16 +84,14 @@ else:
 
 # Results committed before results recorded their dependencies (the code they ran may differ from today's in
 # library modules their own hash does not cover): each is rerun, and leaves this list, when its experiment next runs.
+# The post-training stages that sample from a model (on-policy reward model, RL, on-policy DPO) were rerun on
+# 2026-12-06 too, on an AMD EPYC: their float differences from the Intel Xeon that wrote them grow over the samples
+# into other trajectories (data/posttrain/README.md), so the committed runs, which the notebooks quote, are kept.
 BEFORE_DEPENDENCY_TRACKING = {
-    "data/posttrain/sft.json",
-    "data/posttrain/reward_model.json",
     "data/posttrain/reward_model_onpolicy.json",
     "data/posttrain/rlhf.json",
-    "data/posttrain/dpo.json",
     "data/posttrain/dpo_onpolicy.json",
     "data/posttrain/sft_sweep.json",
-    "data/posttrain/sft/config.json",
-    "data/posttrain/rm/config.json",
     "data/posttrain/rm_onpolicy/config.json",
     "data/posttrain/aligned/config.json",
     "data/scaling/sweep.json",
