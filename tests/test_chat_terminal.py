@@ -301,6 +301,9 @@ def test_in_a_terminal_replies_stream_ctrl_c_stops_one_and_ctrl_d_leaves():
         os.chdir(ROOT)
         os.environ["OMP_NUM_THREADS"] = "1"
         os.nice(19)  # on a busy machine the chat, not this reader, waits: a reply is still being written at the ^C
+        # a suite started in the background by a non-interactive shell inherits SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: the chat gets the default, as a user's terminal gives it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execv(sys.executable, [sys.executable, "-m", "minillm", "chat", "--model", "sft", "--max-new-tokens", "200"])
     try:
         _read_until(fd, b"you> ", 120)
