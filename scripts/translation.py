@@ -186,13 +186,12 @@ def drift_problems(notebook: dict, blocks: list[Block] | None, name: str) -> lis
 
 def _relink(text: str) -> str:
     """Links that leave ``notebooks/`` (``../README.md``) gain a level, since the edition sits one folder deeper."""
-    return _LINK.sub(lambda m: m.group(0).replace(m.group(1), "../" + m.group(1), 1) if m.group(1).startswith("../")
-                     else m.group(0), text)  # fmt: skip
+    return re.sub(r"\]\(\.\./", "](../../", text)
 
 
 def translate(notebook: dict, blocks: list[Block] | None, name: str) -> dict:
     """The translated edition of one notebook: markdown cells replaced, everything else as it is."""
-    problems = [p for p in drift_problems(notebook, blocks, name)]
+    problems = drift_problems(notebook, blocks, name)
     if problems:
         raise TranslationError("; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""))
     by_sha = {b.en_sha256: b.text for b in blocks or ()}
