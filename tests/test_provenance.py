@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from minillm.experiments import posttrain, sft_sweep
 from minillm.experiments.provenance import (
     dependency_files,
@@ -17,6 +19,7 @@ from minillm.experiments.provenance import (
     stale_results,
     untracked_dependencies,
 )
+from minillm.train import cli as train_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,29 +85,26 @@ else:
     assert why.startswith("sweep ran with minillm/experiments/posttrain.py at SHA-256")
 
 
-# Results committed before results recorded their dependencies (the code they ran may differ from today's in
-# library modules their own hash does not cover): each is rerun, and leaves this list, when its experiment next runs.
-# The post-training stages that sample from a model (on-policy reward model, RL, on-policy DPO) were rerun on
-# 2026-12-06 too, on an AMD EPYC: their float differences from the Intel Xeon that wrote them grow over the samples
-# into other trajectories (data/posttrain/README.md), so the committed runs, which the notebooks quote, are kept.
-BEFORE_DEPENDENCY_TRACKING = {
-    "data/posttrain/reward_model_onpolicy.json",
-    "data/posttrain/rlhf.json",
-    "data/posttrain/dpo_onpolicy.json",
-    "data/posttrain/sft_sweep.json",
-    "data/posttrain/rm_onpolicy/config.json",
-    "data/posttrain/aligned/config.json",
-    "data/scaling/sweep.json",
-    "data/base/config.json",  # the shipped base checkpoints, written by `python -m minillm.train` (see data/README.md)
-    "data/base_long/config.json",
-}
-
-
-def test_the_results_without_dependency_hashes_are_the_known_ones() -> None:
-    """Fails when a new result is committed without ``depends_on``, and when a rerun result is still listed."""
-    found = set()
+def test_every_committed_result_records_what_it_depends_on() -> None:
+    """Every results file and model folder under data/ records the SHA-256 of each ``minillm`` module it ran with
+    (``depends_on``); fails when a result is committed without them."""
+    missing = []
     for path in sorted((ROOT / "data").rglob("*.json")):
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        if untracked_dependencies(payload):
-            found.add(path.relative_to(ROOT).as_posix())
-    assert found == BEFORE_DEPENDENCY_TRACKING
+        if untracked_dependencies(json.loads(path.read_text(encoding="utf-8"))):
+            missing.append(path.relative_to(ROOT).as_posix())
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", ["base", "base_long"])
+def test_the_base_checkpoints_record_the_code_that_trained_them(name: str) -> None:
+    """Every post-training result starts from these checkpoints, so they are kept as trained (data/README.md): their
+    records name the commit, each module's hash there and what today's code trains instead, and ``stale_results``
+    names what has changed since — among it the Trainer's loop (PyTorch's AdamW since commit 3feea96)."""
+    record = json.loads((ROOT / "data" / name / "config.json").read_text(encoding="utf-8"))["provenance"]
+    assert record["code"] == "minillm/train/cli.py" and len(record["commit"]) == 40
+    assert {"minillm/model.py", "minillm/optim.py", "minillm/train/loop.py", "minillm/tokenizer/bpe.py"} <= set(
+        record["depends_on"]
+    )
+    why = stale_results({"provenance": record}, train_cli)
+    assert any(line.startswith(f"{record['command']} ran with minillm/train/loop.py at SHA-256") for line in why)
+    assert record["today"] and record["kept"]
